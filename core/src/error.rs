@@ -1,0 +1,279 @@
+//! One error type for the whole crate.
+//!
+//! Every failure a user can see has its own variant, named for what the user sees.
+//! Messages say what happened, then what to do. Bindings map this enum in one place
+//! each: [`Error::code`] is the stable string Node exposes as `err.code`, and
+//! [`Error::kind`] groups variants the way Python's exception classes do.
+
+use std::time::Duration;
+
+/// Shorthand for `std::result::Result<T, leafid::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in leafid.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    // ---- bad input, rejected before any I/O ----
+    /// A tag that is empty, too long for Leaf's `varchar(128)` column, or otherwise unusable.
+    #[error("invalid tag {tag:?}: {reason}; use a non-empty tag of at most 128 bytes")]
+    InvalidTag {
+        /// The tag as given.
+        tag: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// A store or registry URL that cannot be understood.
+    #[error("invalid URL {url:?}: {reason}")]
+    InvalidUrl {
+        /// The URL as given (password removed).
+        url: String,
+        /// What is wrong and what a correct one looks like.
+        reason: String,
+    },
+    /// A configuration value out of range (a step of 0, bits that do not sum to 63, …).
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+
+    // ---- segment mode ----
+    /// The tag is not in the store (or was not there at the last refresh).
+    #[error("tag {tag:?} not found; create it with create_tag({tag:?}, …) or insert a row into leaf_alloc")]
+    TagNotFound {
+        /// The tag asked for.
+        tag: String,
+    },
+    /// `create_tag` on a tag that exists already.
+    #[error("tag {tag:?} already exists; use it as it is or pick another name")]
+    TagExists {
+        /// The tag.
+        tag: String,
+    },
+    /// The table the store needs is missing.
+    #[error("table {table} does not exist; create it with create_table() or run Leaf's DDL")]
+    TableMissing {
+        /// The missing table.
+        table: String,
+    },
+    /// The database (or the worker registry) could not be reached or failed a statement.
+    #[error("store unavailable: {cause}; ids already buffered keep flowing, retry once it is back")]
+    StoreUnavailable {
+        /// The underlying error, as text.
+        cause: String,
+    },
+    /// Both segments of a tag were spent and the next one did not arrive in time.
+    #[error("tag {tag:?}: both segments spent and no refill within {waited:?} (last store error: {cause}); raise the step or the timeout, or check the database")]
+    SegmentsExhausted {
+        /// The tag.
+        tag: String,
+        /// How long the caller waited.
+        waited: Duration,
+        /// The last refill error, or "none" when the refill was merely slow.
+        cause: String,
+    },
+    /// A call on a generator after `close()`.
+    #[error("generator is closed; create a new one")]
+    Closed,
+
+    // ---- snowflake mode ----
+    /// The clock went back further than the generator may wait out.
+    #[error("clock moved backwards by {offset_ms} ms; ids resume once the clock passes the last issued timestamp (check NTP)")]
+    ClockMovedBackwards {
+        /// How far behind the last issued timestamp the clock is.
+        offset_ms: i64,
+    },
+    /// The clock is behind a timestamp this worker id may already have issued
+    /// (found at start-up in the registry or the cache file).
+    #[error("clock is {behind_ms} ms behind the last timestamp worker {worker_id} may have issued ({last_ms}); refusing to start (fix the clock or wait)")]
+    ClockBehindRegistry {
+        /// The worker id in question.
+        worker_id: u32,
+        /// The highest timestamp it may have issued (ms since the Unix epoch).
+        last_ms: i64,
+        /// How far behind the clock is.
+        behind_ms: i64,
+    },
+    /// The timestamp no longer fits the layout's timestamp bits.
+    #[error("timestamp past the layout's range (max {max_ms} ms since the Unix epoch); choose a later epoch or more timestamp bits")]
+    TimestampOverflow {
+        /// The last representable timestamp.
+        max_ms: i64,
+    },
+    /// A worker id that does not fit the layout.
+    #[error("worker id {worker_id} out of range 0..={max}; pick one that fits the layout's worker bits")]
+    WorkerIdOutOfRange {
+        /// The id.
+        worker_id: i64,
+        /// The largest valid id.
+        max: u32,
+    },
+    /// Every worker id of the pool is held.
+    #[error("no free worker id in {pool} (all {size} held); release some or add worker bits")]
+    WorkerIdExhausted {
+        /// Where the pool lives.
+        pool: String,
+        /// How many ids it has.
+        size: u32,
+    },
+    /// The worker registry (ZooKeeper, MySQL, lock directory) cannot be reached.
+    #[error("worker registry unavailable: {cause}; retry once it is back")]
+    RegistryUnavailable {
+        /// The underlying error, as text.
+        cause: String,
+    },
+    /// The lease on the worker id was lost; issuing stops until a new one is held.
+    #[error("lease on worker id {worker_id} lost: {cause}; issuing resumes once a worker id is held again")]
+    LeaseLost {
+        /// The worker id that was held.
+        worker_id: u32,
+        /// Why it was lost.
+        cause: String,
+    },
+    /// A registry node or cache file that cannot be parsed.
+    #[error("malformed {what} at {path}: {reason}; fix or remove it")]
+    Malformed {
+        /// "ZooKeeper node", "cache file", …
+        what: &'static str,
+        /// Where it lives.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A local file (cache, lock) could not be read or written.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Coarse groups of errors, the way the Python binding builds its class hierarchy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Bad input or configuration (Python: also a `ValueError`).
+    Config,
+    /// A tag that does not exist (Python: also a `KeyError`).
+    NotFound,
+    /// A server or file the generator depends on failed.
+    Unavailable,
+    /// Time does not allow issuing now.
+    Clock,
+    /// Anything else.
+    Other,
+}
+
+impl Error {
+    /// The stable code Node exposes as `err.code`, one per variant.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::InvalidTag { .. } => "LEAF_INVALID_TAG",
+            Error::InvalidUrl { .. } => "LEAF_INVALID_URL",
+            Error::InvalidConfig(_) => "LEAF_INVALID_CONFIG",
+            Error::TagNotFound { .. } => "LEAF_TAG_NOT_FOUND",
+            Error::TagExists { .. } => "LEAF_TAG_EXISTS",
+            Error::TableMissing { .. } => "LEAF_TABLE_MISSING",
+            Error::StoreUnavailable { .. } => "LEAF_STORE_UNAVAILABLE",
+            Error::SegmentsExhausted { .. } => "LEAF_SEGMENTS_EXHAUSTED",
+            Error::Closed => "LEAF_CLOSED",
+            Error::ClockMovedBackwards { .. } => "LEAF_CLOCK_MOVED_BACKWARDS",
+            Error::ClockBehindRegistry { .. } => "LEAF_CLOCK_BEHIND_REGISTRY",
+            Error::TimestampOverflow { .. } => "LEAF_TIMESTAMP_OVERFLOW",
+            Error::WorkerIdOutOfRange { .. } => "LEAF_WORKER_ID_OUT_OF_RANGE",
+            Error::WorkerIdExhausted { .. } => "LEAF_WORKER_ID_EXHAUSTED",
+            Error::RegistryUnavailable { .. } => "LEAF_REGISTRY_UNAVAILABLE",
+            Error::LeaseLost { .. } => "LEAF_LEASE_LOST",
+            Error::Malformed { .. } => "LEAF_MALFORMED",
+            Error::Io { .. } => "LEAF_IO",
+        }
+    }
+
+    /// The variant's name (`"TagNotFound"`), which the Python binding uses as the
+    /// exception class name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Error::InvalidTag { .. } => "InvalidTag",
+            Error::InvalidUrl { .. } => "InvalidUrl",
+            Error::InvalidConfig(_) => "InvalidConfig",
+            Error::TagNotFound { .. } => "TagNotFound",
+            Error::TagExists { .. } => "TagExists",
+            Error::TableMissing { .. } => "TableMissing",
+            Error::StoreUnavailable { .. } => "StoreUnavailable",
+            Error::SegmentsExhausted { .. } => "SegmentsExhausted",
+            Error::Closed => "Closed",
+            Error::ClockMovedBackwards { .. } => "ClockMovedBackwards",
+            Error::ClockBehindRegistry { .. } => "ClockBehindRegistry",
+            Error::TimestampOverflow { .. } => "TimestampOverflow",
+            Error::WorkerIdOutOfRange { .. } => "WorkerIdOutOfRange",
+            Error::WorkerIdExhausted { .. } => "WorkerIdExhausted",
+            Error::RegistryUnavailable { .. } => "RegistryUnavailable",
+            Error::LeaseLost { .. } => "LeaseLost",
+            Error::Malformed { .. } => "Malformed",
+            Error::Io { .. } => "Io",
+        }
+    }
+
+    /// The group this error belongs to.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::InvalidTag { .. }
+            | Error::InvalidUrl { .. }
+            | Error::InvalidConfig(_)
+            | Error::WorkerIdOutOfRange { .. } => ErrorKind::Config,
+            Error::TagNotFound { .. } => ErrorKind::NotFound,
+            Error::StoreUnavailable { .. }
+            | Error::SegmentsExhausted { .. }
+            | Error::TableMissing { .. }
+            | Error::RegistryUnavailable { .. }
+            | Error::LeaseLost { .. }
+            | Error::WorkerIdExhausted { .. }
+            | Error::Io { .. } => ErrorKind::Unavailable,
+            Error::ClockMovedBackwards { .. }
+            | Error::ClockBehindRegistry { .. }
+            | Error::TimestampOverflow { .. } => ErrorKind::Clock,
+            Error::TagExists { .. } | Error::Closed | Error::Malformed { .. } => ErrorKind::Other,
+        }
+    }
+
+    /// Every variant name, for bindings that declare one class per variant up front.
+    pub const NAMES: &'static [&'static str] = &[
+        "InvalidTag",
+        "InvalidUrl",
+        "InvalidConfig",
+        "TagNotFound",
+        "TagExists",
+        "TableMissing",
+        "StoreUnavailable",
+        "SegmentsExhausted",
+        "Closed",
+        "ClockMovedBackwards",
+        "ClockBehindRegistry",
+        "TimestampOverflow",
+        "WorkerIdOutOfRange",
+        "WorkerIdExhausted",
+        "RegistryUnavailable",
+        "LeaseLost",
+        "Malformed",
+        "Io",
+    ];
+
+    pub(crate) fn store(e: impl std::fmt::Display) -> Error {
+        Error::StoreUnavailable {
+            cause: e.to_string(),
+        }
+    }
+
+    pub(crate) fn registry(e: impl std::fmt::Display) -> Error {
+        Error::RegistryUnavailable {
+            cause: e.to_string(),
+        }
+    }
+
+    pub(crate) fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Error {
+        Error::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+}

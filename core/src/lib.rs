@@ -1,0 +1,33 @@
+//! # leafid
+//!
+//! Meituan's Leaf rebuilt as a library: globally unique 64-bit ids issued in-process,
+//! in nanoseconds, with no id server to run.
+//!
+//! - [`segment`] — Leaf-segment: ranges of ids reserved from a database table
+//!   (`leaf_alloc`, shared with Java Leaf), handed out from a double buffer.
+//! - [`snowflake`] — Leaf-snowflake: time + worker id + sequence, with worker ids
+//!   coordinated by ZooKeeper, MySQL, file locks or configuration.
+//!
+//! The database and ZooKeeper are touched only by background tasks on one runtime the
+//! crate owns ([`runtime`]); `next_id` is an atomic operation on memory.
+//!
+//! ```ignore
+//! # fn main() -> leafid::Result<()> {
+//! let dir = tempfile::tempdir().unwrap();
+//! let url = format!("sqlite://{}/ids.db", dir.path().display());
+//! let gen = leafid::SegmentGenerator::connect_blocking(&url, leafid::SegmentOptions::default())?;
+//! gen.create_tag("order", 1, 1000, "orders")?;
+//! let order = gen.tag("order")?;
+//! let a = order.next_id()?;
+//! let b = order.next_id()?;
+//! assert!(b > a);
+//! # Ok(()) }
+//! ```
+
+pub mod clock;
+pub mod error;
+pub mod runtime;
+pub mod snowflake;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{Error, ErrorKind, Result};

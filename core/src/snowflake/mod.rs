@@ -1,0 +1,3 @@
+//! Snowflake mode (work in progress).
+
+pub mod registry;

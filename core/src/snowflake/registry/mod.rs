@@ -1,0 +1,84 @@
+//! Worker-id registries: who may issue snowflake ids with which worker id.
+//!
+//! A registry hands out a [`Lease`] on a worker id and persists, every heartbeat, an
+//! upper bound on the timestamps this worker may issue. The generator never issues past
+//! the last bound that was persisted somewhere (the registry or the local cache file),
+//! and a new holder of the id never issues at or below the highest bound any earlier
+//! holder persisted. That closes Leaf issue #216: a restart with the clock set back by
+//! less than the upload interval is refused (or waited out) instead of reissuing ids.
+//!
+//! Backends, chosen by [`RegistryConfig`]:
+//! - `zookeeper` — Leaf's `/snowflake/{name}/forever` layout, byte-compatible with Java Leaf;
+//! - `zookeeper-recycle` — a pool of ids leased with the ZooKeeper session;
+//! - `mysql` — the Leaf fork's `leaf_workerid_alloc` table;
+//! - `local` — file locks in a directory on one host;
+//! - `fixed` — an id from configuration.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::runtime::BoxFuture;
+
+/// A worker id held by this process, and the time floor it comes with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// The worker id.
+    pub worker_id: u32,
+    /// The highest timestamp (ms since the Unix epoch) any earlier holder of this id
+    /// may have issued; the generator issues only at timestamps strictly above it.
+    pub floor_ms: i64,
+    /// Where the lease lives, for messages and stats (`zookeeper:/snowflake/x/forever/…`).
+    pub location: String,
+}
+
+/// The highest timestamp the generator may issue at. Heartbeats raise it after each
+/// persisted bound; a registry that loses its lease lowers it to stop issuing at once.
+#[derive(Debug)]
+pub struct IssueLimit(AtomicI64);
+
+impl IssueLimit {
+    /// A limit that forbids issuing until raised.
+    pub fn closed() -> Arc<IssueLimit> {
+        Arc::new(IssueLimit(AtomicI64::new(i64::MIN)))
+    }
+
+    /// The current limit (ms since the Unix epoch).
+    #[inline]
+    pub fn get(&self) -> i64 {
+        // Acquire pairs with `set`: a generator that sees a raised limit also sees the
+        // lease state written before it.
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Sets the limit (raise after a persisted bound, lower on a lost lease).
+    pub fn set(&self, limit_ms: i64) {
+        self.0.store(limit_ms, Ordering::Release);
+    }
+}
+
+/// One worker-id registry. Methods run on the background runtime.
+pub trait WorkerRegistry: Send + Sync + std::fmt::Debug {
+    /// Takes a worker id in `0..=max_worker_id`. `limit` is the generator's issue
+    /// limit: a registry whose lease can be lost (a ZooKeeper session) keeps a clone
+    /// and sets it to `i64::MIN` the moment the lease is in doubt, before anyone else
+    /// can take the id.
+    fn acquire(&self, max_worker_id: u32, limit: Arc<IssueLimit>) -> BoxFuture<'_, Result<Lease>>;
+
+    /// Persists `bound_ms`: this worker may issue at timestamps up to it. Called every
+    /// heartbeat with a bound ahead of the clock, and on close with the exact last
+    /// timestamp issued.
+    fn renew<'a>(&'a self, lease: &'a Lease, bound_ms: i64) -> BoxFuture<'a, Result<()>>;
+
+    /// Gives the id back (where the backend has leases) after a final `renew`.
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<()>>;
+
+    /// True when the id stays this process's own while the registry is unreachable
+    /// (ZooKeeper forever nodes, MySQL rows, fixed ids, file locks), so a bound written
+    /// to the local cache file alone is enough to keep issuing. False for leases that
+    /// die with a session.
+    fn survives_outage(&self) -> bool;
+
+    /// A short name for the cache file and messages (`zookeeper-127.0.0.1:2181-order`).
+    fn describe(&self) -> String;
+}

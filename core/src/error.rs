@@ -55,7 +55,9 @@ pub enum Error {
         table: String,
     },
     /// The database (or the worker registry) could not be reached or failed a statement.
-    #[error("store unavailable: {cause}; ids already buffered keep flowing, retry once it is back")]
+    #[error(
+        "store unavailable: {cause}; ids already buffered keep flowing, retry once it is back"
+    )]
     StoreUnavailable {
         /// The underlying error, as text.
         cause: String,
@@ -99,7 +101,9 @@ pub enum Error {
         max_ms: i64,
     },
     /// A worker id that does not fit the layout.
-    #[error("worker id {worker_id} out of range 0..={max}; pick one that fits the layout's worker bits")]
+    #[error(
+        "worker id {worker_id} out of range 0..={max}; pick one that fits the layout's worker bits"
+    )]
     WorkerIdOutOfRange {
         /// The id.
         worker_id: i64,

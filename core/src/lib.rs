@@ -11,12 +11,13 @@
 //! The database and ZooKeeper are touched only by background tasks on one runtime the
 //! crate owns ([`runtime`]); `next_id` is an atomic operation on memory.
 //!
-//! ```ignore
+//! ```
 //! # fn main() -> leafid::Result<()> {
 //! let dir = tempfile::tempdir().unwrap();
 //! let url = format!("sqlite://{}/ids.db", dir.path().display());
 //! let gen = leafid::SegmentGenerator::connect_blocking(&url, leafid::SegmentOptions::default())?;
-//! gen.create_tag("order", 1, 1000, "orders")?;
+//! let g = gen.clone();
+//! leafid::runtime::block_on(async move { g.create_tag("order", 1, 1000, "orders").await })?;
 //! let order = gen.tag("order")?;
 //! let a = order.next_id()?;
 //! let b = order.next_id()?;
@@ -27,7 +28,9 @@
 pub mod clock;
 pub mod error;
 pub mod runtime;
+pub mod segment;
 pub mod snowflake;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
+pub use segment::{SegmentGenerator, SegmentOptions, SegmentStats, TagHandle, TagStats};

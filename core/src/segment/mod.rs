@@ -1,0 +1,100 @@
+//! Segment mode (Leaf-segment): ids from ranges reserved in a database table.
+//!
+//! Each tag (`biz_tag`) is a row of `leaf_alloc`. A generator reserves `step` ids at a
+//! time by raising the row's `max_id`, and hands them out from memory. Like Leaf it keeps
+//! two segments per tag: once 10% of the current one is used, a background task loads
+//! the next, so a caller waits on the database only when both are spent, and then only
+//! up to [`SegmentOptions::wait_timeout`]. The step grows and shrinks so a segment lasts
+//! about 15 minutes ([`step`]).
+//!
+//! ```
+//! # fn main() -> leafid::Result<()> {
+//! use leafid::{SegmentGenerator, SegmentOptions};
+//! let dir = tempfile::tempdir().unwrap();
+//! let url = format!("sqlite://{}/ids.db", dir.path().display());
+//! let gen = SegmentGenerator::connect_blocking(&url, SegmentOptions::default())?;
+//! let g = gen.clone();
+//! leafid::runtime::block_on(async move { g.create_tag("order", 1, 1000, "orders").await })?;
+//! let order = gen.tag("order")?;
+//! assert_eq!(order.next_id()?, 1);
+//! assert_eq!(gen.next_ids("order", 3)?, vec![2, 3, 4]);
+//! gen.close();
+//! # Ok(()) }
+//! ```
+
+mod buffer;
+mod generator;
+pub mod step;
+pub mod store;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::clock::{self, Clock};
+
+pub use generator::{SegmentGenerator, TagHandle};
+pub use store::{Allocation, SegmentStore, TagRow};
+
+/// How a [`SegmentGenerator`] behaves. `Default` gives Leaf's values.
+#[derive(Debug, Clone)]
+pub struct SegmentOptions {
+    /// How long `next_id` waits for a refill when both segments are spent (1 s).
+    pub wait_timeout: Duration,
+    /// How often the tag list is reloaded from the table (60 s, as Leaf).
+    pub refresh_interval: Duration,
+    /// Create `leaf_alloc` at connect if missing (false; SQLite URLs always do).
+    pub create_table: bool,
+    /// Preload the next segment at 10% (true, as Leaf). False loads only when a
+    /// segment is spent: a single buffer, for comparisons.
+    pub double_buffer: bool,
+    /// Where time comes from for the dynamic step and retry back-off.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for SegmentOptions {
+    fn default() -> Self {
+        SegmentOptions {
+            wait_timeout: Duration::from_secs(1),
+            refresh_interval: Duration::from_secs(60),
+            create_table: false,
+            double_buffer: true,
+            clock: clock::system(),
+        }
+    }
+}
+
+/// One segment's state: ids `value..max` remain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SegmentStats {
+    /// The next id it would hand out.
+    pub value: i64,
+    /// Its exclusive end.
+    pub max: i64,
+    /// The step it was loaded with.
+    pub step: i64,
+}
+
+/// One tag's state, as Leaf's `/cache` page shows it, plus refill figures.
+#[derive(Debug, Clone)]
+pub struct TagStats {
+    /// The tag.
+    pub tag: String,
+    /// Whether its first segment was loaded.
+    pub initialized: bool,
+    /// Index (0 or 1) of the current segment in `segments`.
+    pub current: usize,
+    /// Whether the next segment is loaded and waiting.
+    pub next_ready: bool,
+    /// Both segments.
+    pub segments: [SegmentStats; 2],
+    /// The step of the latest load (dynamic).
+    pub step: i64,
+    /// The table's step (the floor of the dynamic step).
+    pub min_step: i64,
+    /// Successful loads so far.
+    pub refills: u64,
+    /// How long the latest load took.
+    pub last_refill: Option<Duration>,
+    /// The latest load's error, cleared by the next success.
+    pub last_error: Option<String>,
+}

@@ -1,0 +1,141 @@
+//! An in-process `leaf_alloc`, for unit tests: one process only (a forked child shares
+//! nothing with its parent's copy, so it must not be used across processes).
+//!
+//! It can be switched off to play a database outage, and it counts allocations.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::{Allocation, SegmentStore, TagRow};
+use crate::error::{Error, Result};
+use crate::runtime::BoxFuture;
+
+#[derive(Debug, Clone)]
+struct Row {
+    max_id: i64,
+    step: i64,
+    description: String,
+}
+
+/// A `leaf_alloc` table in memory.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    rows: Mutex<BTreeMap<String, Row>>,
+    down: AtomicBool,
+    allocations: AtomicU64,
+}
+
+impl MemoryStore {
+    /// An empty table.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    /// Makes every call fail with [`Error::StoreUnavailable`] (`false`) or work again (`true`).
+    pub fn set_available(&self, up: bool) {
+        self.down.store(!up, Ordering::SeqCst);
+    }
+
+    /// How many allocations succeeded.
+    pub fn allocations(&self) -> u64 {
+        self.allocations.load(Ordering::SeqCst)
+    }
+
+    /// Deletes a tag's row, as `DELETE FROM leaf_alloc WHERE biz_tag = ?` would.
+    pub fn remove_tag(&self, tag: &str) {
+        self.rows.lock().unwrap().remove(tag);
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.down.load(Ordering::SeqCst) {
+            Err(Error::store("memory store switched off"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl SegmentStore for MemoryStore {
+    fn allocate<'a>(
+        &'a self,
+        tag: &'a str,
+        step: Option<i64>,
+    ) -> BoxFuture<'a, Result<Allocation>> {
+        Box::pin(async move {
+            self.check()?;
+            let mut rows = self.rows.lock().unwrap();
+            let row = rows
+                .get_mut(tag)
+                .ok_or_else(|| Error::TagNotFound { tag: tag.into() })?;
+            row.max_id += step.unwrap_or(row.step);
+            self.allocations.fetch_add(1, Ordering::SeqCst);
+            Ok(Allocation {
+                max_id: row.max_id,
+                step: row.step,
+            })
+        })
+    }
+
+    fn tags(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(async move {
+            self.check()?;
+            Ok(self.rows.lock().unwrap().keys().cloned().collect())
+        })
+    }
+
+    fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>> {
+        Box::pin(async move {
+            self.check()?;
+            Ok(self
+                .rows
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|(tag, r)| TagRow {
+                    tag: tag.clone(),
+                    max_id: r.max_id,
+                    step: r.step,
+                    description: Some(r.description.clone()),
+                    update_time: String::new(),
+                })
+                .collect())
+        })
+    }
+
+    fn create_table(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move { self.check() })
+    }
+
+    fn create_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        start: i64,
+        step: i64,
+        description: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            self.check()?;
+            let mut rows = self.rows.lock().unwrap();
+            if rows.contains_key(tag) {
+                return Err(Error::TagExists { tag: tag.into() });
+            }
+            rows.insert(
+                tag.to_string(),
+                Row {
+                    max_id: start,
+                    step,
+                    description: description.to_string(),
+                },
+            );
+            Ok(())
+        })
+    }
+
+    fn reopen(&self) -> Result<Arc<dyn SegmentStore>> {
+        Err(Error::InvalidConfig(
+            "the memory store cannot follow a fork; use sqlite:// or mysql:// across processes"
+                .into(),
+        ))
+    }
+}

@@ -1,0 +1,146 @@
+//! Where segments come from: the `leaf_alloc` table.
+//!
+//! A [`SegmentStore`] reserves a range of ids for a tag by raising the tag's `max_id`
+//! by a step, atomically, and reads the new value back: the caller then owns
+//! `[max_id - step, max_id)`. Every backend keeps Leaf's table and semantics, so a Java
+//! Leaf server and leafid sharing a table never hand out the same id.
+//!
+//! | URL | backend |
+//! |---|---|
+//! | `mysql://user:pass@host:3306/db` | [`mysql::MysqlStore`], Leaf's own table and SQL |
+//! | `sqlite://path/to/ids.db` | [`sqlite::SqliteStore`], the embedded default; several processes on one host may share the file |
+//! | `memory:` | [`memory::MemoryStore`], for tests of one process |
+
+pub mod memory;
+pub mod mysql;
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::runtime::BoxFuture;
+
+/// The longest tag Leaf's `biz_tag varchar(128)` column holds.
+pub const MAX_TAG_LEN: usize = 128;
+
+/// What one allocation returned: the tag's new `max_id` and the table's step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allocation {
+    /// The exclusive end of the range just reserved.
+    pub max_id: i64,
+    /// The `step` column (the tag's configured step, Leaf's `minStep`).
+    pub step: i64,
+}
+
+/// One row of `leaf_alloc`, for admin listings (Leaf's `/db` page).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagRow {
+    /// `biz_tag`.
+    pub tag: String,
+    /// `max_id`: the next range starts here.
+    pub max_id: i64,
+    /// `step`.
+    pub step: i64,
+    /// `description`.
+    pub description: Option<String>,
+    /// `update_time`, as the database prints it.
+    pub update_time: String,
+}
+
+/// A table of tags from which ranges of ids are reserved.
+pub trait SegmentStore: Send + Sync + std::fmt::Debug {
+    /// Raises `max_id` of `tag` by `step` (or by the row's own step when `None`) and
+    /// returns the new `max_id` with the row's step, in one transaction.
+    fn allocate<'a>(&'a self, tag: &'a str, step: Option<i64>)
+        -> BoxFuture<'a, Result<Allocation>>;
+
+    /// Every tag in the table.
+    fn tags(&self) -> BoxFuture<'_, Result<Vec<String>>>;
+
+    /// Every row of the table.
+    fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>>;
+
+    /// Creates the table if it does not exist.
+    fn create_table(&self) -> BoxFuture<'_, Result<()>>;
+
+    /// Inserts a tag whose first id will be `start`; [`Error::TagExists`] if present.
+    fn create_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        start: i64,
+        step: i64,
+        description: &'a str,
+    ) -> BoxFuture<'a, Result<()>>;
+
+    /// The same store with fresh connections, for a child process after `fork()`
+    /// (inherited sockets belong to the parent).
+    fn reopen(&self) -> Result<Arc<dyn SegmentStore>>;
+}
+
+/// Opens the store a URL names. No I/O happens here: connections are made on first
+/// use, so a bad URL fails at once and a down database fails on the first refill.
+pub fn open(url: &str) -> Result<Arc<dyn SegmentStore>> {
+    let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or("");
+    match scheme {
+        "mysql" | "mariadb" => Ok(Arc::new(mysql::MysqlStore::new(url)?)),
+        "sqlite" => Ok(Arc::new(sqlite::SqliteStore::new(url)?)),
+        "memory" => Ok(Arc::new(memory::MemoryStore::new())),
+        _ => Err(Error::InvalidUrl {
+            url: redact(url),
+            reason: "expected mysql://user:pass@host:port/db, sqlite://path/to/file.db or memory:"
+                .into(),
+        }),
+    }
+}
+
+/// Refuses tags Leaf's table cannot hold, before any I/O.
+pub fn validate_tag(tag: &str) -> Result<()> {
+    let reason = if tag.is_empty() {
+        "it is empty"
+    } else if tag.chars().count() > MAX_TAG_LEN {
+        "it is longer than 128 characters (leaf_alloc.biz_tag is varchar(128))"
+    } else if tag.contains('\0') {
+        "it contains a NUL byte"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidTag {
+        tag: tag.chars().take(40).collect(),
+        reason: reason.into(),
+    })
+}
+
+/// Refuses steps that cannot form a segment.
+pub fn validate_step(step: i64) -> Result<()> {
+    if step <= 0 || step > i32::MAX as i64 {
+        return Err(Error::InvalidConfig(format!(
+            "step {step} out of range; use 1..=2147483647 (leaf_alloc.step is int(11))"
+        )));
+    }
+    Ok(())
+}
+
+/// The URL with any password replaced, for messages.
+pub fn redact(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// Maps a database error to what the user sees.
+pub(crate) fn db_error(e: sqlx::Error) -> Error {
+    if let sqlx::Error::Database(db) = &e {
+        let msg = db.message();
+        // MySQL/MariaDB: ER_NO_SUCH_TABLE (1146, SQLSTATE 42S02); SQLite: "no such table".
+        if db.code().as_deref() == Some("42S02") || msg.contains("no such table") {
+            return Error::TableMissing {
+                table: "leaf_alloc".into(),
+            };
+        }
+    }
+    Error::store(e)
+}

@@ -1,0 +1,181 @@
+//! Leaf's `leaf_alloc` table on MySQL / MariaDB, with Leaf's own SQL.
+//!
+//! An allocation runs Leaf's two statements in one transaction: the `UPDATE` takes the
+//! row lock, the `SELECT` reads the new `max_id` under it, the commit releases it. A
+//! Java Leaf server doing the same against the same row therefore never gets an
+//! overlapping range.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::Row;
+
+use super::{db_error, redact, Allocation, SegmentStore, TagRow};
+use crate::error::{Error, Result};
+use crate::runtime::BoxFuture;
+
+const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leaf_alloc` (
+  `biz_tag` varchar(128) NOT NULL DEFAULT '',
+  `max_id` bigint(20) NOT NULL DEFAULT '1',
+  `step` int(11) NOT NULL,
+  `description` varchar(256) DEFAULT NULL,
+  `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (`biz_tag`)
+) ENGINE=InnoDB";
+
+/// A `leaf_alloc` table in MySQL or MariaDB.
+#[derive(Debug)]
+pub struct MysqlStore {
+    url: String,
+    options: MySqlConnectOptions,
+    pool: std::sync::OnceLock<MySqlPool>,
+}
+
+impl MysqlStore {
+    /// Parses the URL; connects on first use.
+    pub fn new(url: &str) -> Result<MysqlStore> {
+        let normalized = url.replacen("mariadb://", "mysql://", 1);
+        let options =
+            MySqlConnectOptions::from_str(&normalized).map_err(|e| Error::InvalidUrl {
+                url: redact(url),
+                reason: format!("{e}; expected mysql://user:password@host:port/database"),
+            })?;
+        Ok(MysqlStore {
+            url: url.to_string(),
+            options,
+            pool: std::sync::OnceLock::new(),
+        })
+    }
+
+    fn pool(&self) -> &MySqlPool {
+        // Lazy so that building the store does no I/O and needs no runtime context; the
+        // first caller runs on the background runtime.
+        self.pool.get_or_init(|| {
+            MySqlPoolOptions::new()
+                .max_connections(4)
+                // A down database must fail a refill quickly so callers see the cause
+                // within their wait timeout instead of hanging.
+                .acquire_timeout(Duration::from_millis(1500))
+                .connect_lazy_with(self.options.clone())
+        })
+    }
+}
+
+impl SegmentStore for MysqlStore {
+    fn allocate<'a>(
+        &'a self,
+        tag: &'a str,
+        step: Option<i64>,
+    ) -> BoxFuture<'a, Result<Allocation>> {
+        Box::pin(async move {
+            let mut tx = self.pool().begin().await.map_err(db_error)?;
+            let updated = match step {
+                None => {
+                    sqlx::query("UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = ?")
+                        .bind(tag)
+                        .execute(&mut *tx)
+                        .await
+                }
+                Some(step) => {
+                    sqlx::query("UPDATE leaf_alloc SET max_id = max_id + ? WHERE biz_tag = ?")
+                        .bind(step)
+                        .bind(tag)
+                        .execute(&mut *tx)
+                        .await
+                }
+            }
+            .map_err(db_error)?;
+            if updated.rows_affected() == 0 {
+                return Err(Error::TagNotFound { tag: tag.into() });
+            }
+            let row = sqlx::query("SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?")
+                .bind(tag)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(db_error)?;
+            tx.commit().await.map_err(db_error)?;
+            Ok(Allocation {
+                max_id: row.try_get("max_id").map_err(db_error)?,
+                step: row.try_get::<i32, _>("step").map_err(db_error)? as i64,
+            })
+        })
+    }
+
+    fn tags(&self) -> BoxFuture<'_, Result<Vec<String>>> {
+        Box::pin(async move {
+            let rows = sqlx::query("SELECT biz_tag FROM leaf_alloc")
+                .fetch_all(self.pool())
+                .await
+                .map_err(db_error)?;
+            rows.iter()
+                .map(|r| r.try_get::<String, _>(0).map_err(db_error))
+                .collect()
+        })
+    }
+
+    fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>> {
+        Box::pin(async move {
+            let rows = sqlx::query(
+                "SELECT biz_tag, max_id, step, description, CAST(update_time AS CHAR) AS update_time FROM leaf_alloc ORDER BY biz_tag",
+            )
+            .fetch_all(self.pool())
+            .await
+            .map_err(db_error)?;
+            rows.iter()
+                .map(|r| {
+                    Ok(TagRow {
+                        tag: r.try_get("biz_tag")?,
+                        max_id: r.try_get("max_id")?,
+                        step: r.try_get::<i32, _>("step")? as i64,
+                        description: r.try_get("description")?,
+                        update_time: r.try_get("update_time")?,
+                    })
+                })
+                .collect::<std::result::Result<_, sqlx::Error>>()
+                .map_err(db_error)
+        })
+    }
+
+    fn create_table(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            sqlx::raw_sql(CREATE_TABLE)
+                .execute(self.pool())
+                .await
+                .map_err(db_error)?;
+            Ok(())
+        })
+    }
+
+    fn create_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        start: i64,
+        step: i64,
+        description: &'a str,
+    ) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let result = sqlx::query(
+                "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
+            )
+            .bind(tag)
+            .bind(start)
+            .bind(step)
+            .bind(description)
+            .execute(self.pool())
+            .await;
+            match result {
+                Ok(_) => Ok(()),
+                Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                    Err(Error::TagExists { tag: tag.into() })
+                }
+                Err(e) => Err(db_error(e)),
+            }
+        })
+    }
+
+    fn reopen(&self) -> Result<Arc<dyn SegmentStore>> {
+        Ok(Arc::new(MysqlStore::new(&self.url)?))
+    }
+}

@@ -1,7 +1,8 @@
 //! An in-process `leaf_alloc`, for unit tests: one process only (a forked child shares
 //! nothing with its parent's copy, so it must not be used across processes).
 //!
-//! It can be switched off to play a database outage, and it counts allocations.
+//! It can be switched off or slowed down to play a database outage, and it counts
+//! allocations.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,6 +25,7 @@ pub struct MemoryStore {
     rows: Mutex<BTreeMap<String, Row>>,
     down: AtomicBool,
     allocations: AtomicU64,
+    delay_ms: AtomicU64,
 }
 
 impl MemoryStore {
@@ -35,6 +37,12 @@ impl MemoryStore {
     /// Makes every call fail with [`Error::StoreUnavailable`] (`false`) or work again (`true`).
     pub fn set_available(&self, up: bool) {
         self.down.store(!up, Ordering::SeqCst);
+    }
+
+    /// Makes every allocation take `delay` first, to play a slow database.
+    pub fn set_delay(&self, delay: std::time::Duration) {
+        self.delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
     /// How many allocations succeeded.
@@ -63,6 +71,10 @@ impl SegmentStore for MemoryStore {
         step: Option<i64>,
     ) -> BoxFuture<'a, Result<Allocation>> {
         Box::pin(async move {
+            let delay = self.delay_ms.load(Ordering::SeqCst);
+            if delay > 0 {
+                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+            }
             self.check()?;
             let mut rows = self.rows.lock().unwrap();
             let row = rows

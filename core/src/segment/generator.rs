@@ -1,11 +1,13 @@
 //! `SegmentGenerator`: tags, refills, the slow path, refresh and close.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+// Tags are looked up on every `next_id(tag)`; FxHash is several times cheaper than
+// SipHash on short keys, and the keys come from the table, not from an attacker.
+use rustc_hash::FxHashMap as HashMap;
 
 use super::buffer::{Ring, Taken, CLOSED_GEN, NEXT_LOADING, NEXT_NONE, NEXT_READY};
 use super::step::next_step;
@@ -113,7 +115,7 @@ impl SegmentGenerator {
         let inner = Arc::new(Inner {
             opts,
             store: Mutex::new((epoch, store)),
-            tags: ArcSwap::from_pointee(HashMap::new()),
+            tags: ArcSwap::from_pointee(HashMap::default()),
             closed: AtomicBool::new(false),
             epoch: AtomicU64::new(epoch),
             refresher: Mutex::new(None),

@@ -1,0 +1,332 @@
+//! Segment mode against the real MariaDB started by `scripts/services.sh`
+//! (`LEAFID_MYSQL_URL`): uniqueness across generators and threads, restarts, a Java
+//! Leaf server's SQL running alongside, the database going away and coming back.
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use leafid::{Error, SegmentGenerator, SegmentOptions};
+use sqlx::mysql::MySqlPoolOptions;
+use sqlx::Row;
+
+fn mysql_url() -> String {
+    std::env::var("LEAFID_MYSQL_URL").expect(
+        "LEAFID_MYSQL_URL is not set: run `eval \"$(scripts/services.sh start mysql)\"` first",
+    )
+}
+
+/// A tag name no other test (or earlier run) uses.
+fn fresh_tag(name: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{name}-{}-{nanos}", std::process::id())
+}
+
+fn connect(opts: SegmentOptions) -> SegmentGenerator {
+    let opts = SegmentOptions {
+        create_table: true,
+        ..opts
+    };
+    SegmentGenerator::connect_blocking(&mysql_url(), opts).unwrap()
+}
+
+fn create(gen: &SegmentGenerator, tag: &str, start: i64, step: i64) {
+    let (g, t) = (gen.clone(), tag.to_string());
+    leafid::runtime::block_on(async move { g.create_tag(&t, start, step, "test").await }).unwrap();
+}
+
+fn refresh(gen: &SegmentGenerator) {
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.refresh().await }).unwrap();
+}
+
+/// Runs SQL on the test database directly, as an operator or another server would.
+fn sql<T: Send + 'static>(
+    f: impl for<'c> FnOnce(
+            sqlx::MySqlPool,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
+        + Send
+        + 'static,
+) -> T {
+    let url = mysql_url();
+    leafid::runtime::block_on(async move {
+        let pool = MySqlPoolOptions::new()
+            .max_connections(2)
+            .connect(&url)
+            .await
+            .unwrap();
+        f(pool).await
+    })
+}
+
+#[test]
+fn two_generators_and_many_threads_never_share_an_id() {
+    let a = connect(SegmentOptions::default());
+    let b = connect(SegmentOptions::default());
+    let tag = fresh_tag("uniq");
+    create(&a, &tag, 1, 1000);
+    refresh(&b);
+    let mut threads = vec![];
+    for gen in [&a, &b] {
+        for t in 0..4 {
+            let h = gen.tag(&tag).unwrap();
+            threads.push(std::thread::spawn(move || {
+                let mut ids = Vec::with_capacity(125_000);
+                while ids.len() < 125_000 {
+                    if t == 0 && ids.len() % 5000 == 0 {
+                        ids.extend(h.next_ids(100).unwrap());
+                    } else {
+                        ids.push(h.next_id().unwrap());
+                    }
+                }
+                ids
+            }));
+        }
+    }
+    let mut all = HashSet::with_capacity(1_000_000);
+    for t in threads {
+        let ids = t.join().unwrap();
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "ids increase within a thread"
+        );
+        for id in ids {
+            assert!(all.insert(id), "duplicate id {id}");
+        }
+    }
+    assert!(all.len() >= 1_000_000);
+    assert!(a.stats().iter().any(|s| s.tag == tag && s.refills > 2));
+}
+
+#[test]
+fn a_restarted_generator_never_reissues() {
+    let tag = fresh_tag("restart");
+    let first = connect(SegmentOptions::default());
+    create(&first, &tag, 1, 100);
+    let issued = first.next_ids(&tag, 250).unwrap();
+    first.close();
+    drop(first);
+    let second = connect(SegmentOptions::default());
+    let next = second.next_id(&tag).unwrap();
+    assert!(
+        next > *issued.iter().max().unwrap(),
+        "{next} was issued before"
+    );
+}
+
+#[test]
+fn ids_never_overlap_a_java_leaf_server_on_the_same_table() {
+    let gen = connect(SegmentOptions::default());
+    let tag = fresh_tag("java");
+    create(&gen, &tag, 1, 500);
+    let leaf_ranges = Arc::new(Mutex::new(Vec::<(i64, i64)>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Leaf's own allocation: UPDATE then SELECT in one transaction (IDAllocDaoImpl).
+    let java = {
+        let (tag, ranges, stop) = (tag.clone(), leaf_ranges.clone(), stop.clone());
+        std::thread::spawn(move || {
+            sql(move |pool| {
+                Box::pin(async move {
+                    while !stop.load(Ordering::Relaxed) {
+                        let mut tx = pool.begin().await.unwrap();
+                        sqlx::query(
+                            "UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = ?",
+                        )
+                        .bind(&tag)
+                        .execute(&mut *tx)
+                        .await
+                        .unwrap();
+                        let row = sqlx::query(
+                            "SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?",
+                        )
+                        .bind(&tag)
+                        .fetch_one(&mut *tx)
+                        .await
+                        .unwrap();
+                        tx.commit().await.unwrap();
+                        let (max, step): (i64, i32) = (row.get("max_id"), row.get("step"));
+                        ranges.lock().unwrap().push((max - step as i64, max));
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+            })
+        })
+    };
+    let ids = gen.next_ids(&tag, 200_000).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    java.join().unwrap();
+    let ranges = leaf_ranges.lock().unwrap();
+    assert!(!ranges.is_empty(), "the Java-side loop ran");
+    let mut sorted = ranges.clone();
+    sorted.sort();
+    for id in &ids {
+        let i = sorted.partition_point(|r| r.0 <= *id);
+        if i > 0 {
+            let (lo, hi) = sorted[i - 1];
+            assert!(
+                !(lo..hi).contains(id),
+                "id {id} is inside Leaf's range {lo}..{hi}"
+            );
+        }
+    }
+    let unique: HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len());
+}
+
+#[test]
+fn a_tag_inserted_with_sql_appears_after_the_refresh() {
+    let gen = connect(SegmentOptions {
+        refresh_interval: Duration::from_millis(300),
+        ..SegmentOptions::default()
+    });
+    let tag = fresh_tag("sql");
+    let t = tag.clone();
+    sql(move |pool| {
+        Box::pin(async move {
+            sqlx::query("INSERT INTO leaf_alloc(biz_tag, max_id, step, description) VALUES (?, 1, 2000, 'by hand')")
+                .bind(&t)
+                .execute(&pool)
+                .await
+                .unwrap();
+        })
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !gen.tags().contains(&tag) {
+        assert!(Instant::now() < deadline, "tag never appeared");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(gen.next_ids(&tag, 3).unwrap(), vec![1, 2, 3]);
+}
+
+#[test]
+fn a_missing_table_is_a_clear_error() {
+    let url = mysql_url();
+    let db = format!("leafid_empty_{}", std::process::id());
+    let d = db.clone();
+    sql(move |pool| {
+        Box::pin(async move {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "CREATE DATABASE IF NOT EXISTS {d}"
+            )))
+            .execute(&pool)
+            .await
+            .unwrap();
+        })
+    });
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let other = format!("{base}/{db}");
+    let err = SegmentGenerator::connect_blocking(&other, SegmentOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::TableMissing { .. }), "{err:?}");
+    assert!(err.to_string().contains("create_table"));
+    let gen = SegmentGenerator::connect_blocking(
+        &other,
+        SegmentOptions {
+            create_table: true,
+            ..SegmentOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(gen.tags().is_empty());
+}
+
+#[test]
+fn a_down_database_at_connect_is_store_unavailable() {
+    let err = SegmentGenerator::connect_blocking(
+        "mysql://root:leafid@127.0.0.1:1/leafid",
+        SegmentOptions::default(),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+}
+
+fn services(args: &[&str]) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services.sh");
+    let status = Command::new("bash")
+        .arg(script)
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(status.success(), "services.sh {args:?} failed");
+}
+
+/// Stops and starts MariaDB while threads issue ids: buffered ids keep flowing, callers
+/// then see `StoreUnavailable` within the timeout, and issuing resumes on its own.
+#[test]
+fn database_restart_mid_run_loses_nothing_and_duplicates_nothing() {
+    if std::env::var("LEAFID_SKIP_FAULTS").is_ok() {
+        return;
+    }
+    let gen = connect(SegmentOptions {
+        wait_timeout: Duration::from_millis(500),
+        ..SegmentOptions::default()
+    });
+    let tag = fresh_tag("outage");
+    create(&gen, &tag, 1, 2000);
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..3)
+        .map(|_| {
+            let (h, stop) = (gen.tag(&tag).unwrap(), stop.clone());
+            std::thread::spawn(move || {
+                let (mut ids, mut errors) = (Vec::new(), Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    match h.next_id() {
+                        Ok(id) => ids.push(id),
+                        Err(e) => {
+                            errors.push(e.to_string());
+                            std::thread::sleep(Duration::from_millis(20));
+                        }
+                    }
+                    if ids.len() % 64 == 0 {
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                }
+                (ids, errors)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    services(&["stop", "mysql"]);
+    std::thread::sleep(Duration::from_secs(3));
+    services(&["start", "mysql"]);
+    let after_restart = Instant::now();
+    // Let the generator find the database again and issue past the outage.
+    let deadline = after_restart + Duration::from_secs(30);
+    let resumed = loop {
+        if gen.next_id(&tag).is_ok() {
+            break true;
+        }
+        if Instant::now() > deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let mut all = HashSet::new();
+    let mut errors = vec![];
+    for w in workers {
+        let (ids, errs) = w.join().unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "increasing per thread");
+        for id in ids {
+            assert!(all.insert(id), "duplicate {id}");
+        }
+        errors.extend(errs);
+    }
+    assert!(resumed, "issuing did not resume after MariaDB came back");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("store unavailable") || e.contains("both segments spent")),
+        "unexpected errors: {:?}",
+        errors.iter().take(3).collect::<Vec<_>>()
+    );
+    assert!(
+        !errors.is_empty(),
+        "the outage was long enough to spend the buffer"
+    );
+}

@@ -1,0 +1,36 @@
+//! The main job on the embedded default: a SQLite file, one tag, a few ids.
+//!
+//! `cargo run -p leafid --example quickstart [path/to/ids.db]`
+
+use leafid::{SegmentGenerator, SegmentOptions};
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> leafid::Result<()> {
+    let path = std::env::args().nth(1).unwrap_or_else(|| {
+        std::env::temp_dir()
+            .join("leafid-quickstart.db")
+            .display()
+            .to_string()
+    });
+    let gen =
+        SegmentGenerator::connect(&format!("sqlite://{path}"), SegmentOptions::default()).await?;
+    match gen.create_tag("order", 1, 1000, "order ids").await {
+        Ok(()) | Err(leafid::Error::TagExists { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    let order = gen.tag("order")?;
+    let ids: Vec<i64> = (0..5)
+        .map(|_| order.next_id())
+        .collect::<leafid::Result<_>>()?;
+    println!("store: sqlite://{path}");
+    println!("order ids: {ids:?}");
+    println!("a batch:   {:?}", gen.next_ids("order", 3)?);
+    for s in gen.stats() {
+        println!(
+            "stats: tag={} step={} refills={} next_ready={}",
+            s.tag, s.step, s.refills, s.next_ready
+        );
+    }
+    gen.close();
+    Ok(())
+}

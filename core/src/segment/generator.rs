@@ -464,7 +464,7 @@ async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
             None
         } else {
             let lasted = Duration::from_millis((now - st.update_ts).max(0) as u64);
-            Some(next_step(st.step, st.min_step, lasted))
+            Some(next_step(st.step, st.min_step, lasted, inner.opts.max_step))
         }
     };
     let started = Instant::now();
@@ -667,6 +667,12 @@ impl Drop for Inner {
 
 impl SegmentOptions {
     fn validate(&self) -> Result<()> {
+        if self.max_step <= 0 || self.max_step > i32::MAX as i64 {
+            return Err(Error::InvalidConfig(format!(
+                "max_step {} out of range; use 1..=2147483647 (Leaf's default is 1000000)",
+                self.max_step
+            )));
+        }
         if self.refresh_interval.is_zero() {
             return Err(Error::InvalidConfig(
                 "refresh_interval must be above zero (Leaf refreshes every 60 s)".into(),

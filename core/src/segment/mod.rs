@@ -47,6 +47,8 @@ pub struct SegmentOptions {
     /// Preload the next segment at 10% (true, as Leaf). False loads only when a
     /// segment is spent: a single buffer, for comparisons.
     pub double_buffer: bool,
+    /// The largest step the dynamic step grows to (Leaf's `MAX_STEP`, 1 000 000).
+    pub max_step: i64,
     /// Where time comes from for the dynamic step and retry back-off.
     pub clock: Arc<dyn Clock>,
 }
@@ -58,6 +60,7 @@ impl Default for SegmentOptions {
             refresh_interval: Duration::from_secs(60),
             create_table: false,
             double_buffer: true,
+            max_step: step::MAX_STEP,
             clock: clock::system(),
         }
     }

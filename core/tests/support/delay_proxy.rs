@@ -1,0 +1,105 @@
+//! A TCP proxy on 127.0.0.1 that holds every chunk of data for a set delay before
+//! passing it on, and can play a dead server. Test support: it puts a slow or absent
+//! database between a generator and a real MariaDB.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A running proxy; it lives on leafid's background runtime until the process ends.
+#[derive(Clone)]
+pub struct DelayProxy {
+    /// Where clients connect.
+    pub addr: SocketAddr,
+    delay_ms: Arc<AtomicU64>,
+    down: Arc<AtomicBool>,
+    /// Bumped on `set_down(true)`, so open connections notice and close.
+    era: Arc<AtomicU64>,
+}
+
+impl DelayProxy {
+    /// Starts a proxy in front of `upstream` (`host:port`).
+    pub fn start(upstream: String) -> DelayProxy {
+        let listener =
+            leafid::runtime::block_on(async { TcpListener::bind("127.0.0.1:0").await.unwrap() });
+        let proxy = DelayProxy {
+            addr: listener.local_addr().unwrap(),
+            delay_ms: Arc::new(AtomicU64::new(0)),
+            down: Arc::new(AtomicBool::new(false)),
+            era: Arc::new(AtomicU64::new(0)),
+        };
+        let p = proxy.clone();
+        leafid::runtime::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                if p.down.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let p = p.clone();
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let era = p.era.load(Ordering::SeqCst);
+                    let (cr, cw) = client.into_split();
+                    let (sr, sw) = server.into_split();
+                    tokio::select! {
+                        _ = pump(cr, sw, p.clone(), era) => {}
+                        _ = pump(sr, cw, p.clone(), era) => {}
+                    }
+                });
+            }
+        });
+        proxy
+    }
+
+    /// Delays every chunk by `delay` from now on.
+    pub fn set_delay(&self, delay: Duration) {
+        self.delay_ms
+            .store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// `true`: drop open connections and refuse new ones; `false`: serve again.
+    pub fn set_down(&self, down: bool) {
+        if down {
+            self.era.fetch_add(1, Ordering::SeqCst);
+        }
+        self.down.store(down, Ordering::SeqCst);
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    p: DelayProxy,
+    era: u64,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match tokio::time::timeout(Duration::from_millis(100), from.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return,
+            Ok(Ok(n)) => n,
+            Err(_) => {
+                if p.era.load(Ordering::SeqCst) != era {
+                    return;
+                }
+                continue;
+            }
+        };
+        let delay = p.delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+        }
+        if p.era.load(Ordering::SeqCst) != era || to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}

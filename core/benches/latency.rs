@@ -22,6 +22,8 @@ struct Scenario {
     double_buffer: bool,
     /// Seconds into the run at which the database disappears, and for how long.
     outage: Option<(f64, f64)>,
+    /// How many seconds of traffic one segment holds.
+    segment_secs: u64,
 }
 
 struct Profile {
@@ -41,7 +43,11 @@ fn run(url: &str, proxy: &DelayProxy, s: &Scenario, rate: u64, secs: f64, step: 
     proxy.set_delay(Duration::ZERO);
     proxy.set_down(false);
     let gen = SegmentGenerator::connect_blocking(url, opts).unwrap();
-    let tag = format!("latency-{}-{}", s.name, std::process::id());
+    let tag = format!(
+        "latency-{}-{}",
+        s.name.replace([' ', ','], "-"),
+        std::process::id()
+    );
     let g = gen.clone();
     let t = tag.clone();
     match leafid::runtime::block_on(
@@ -126,46 +132,36 @@ fn main() {
     let mut via = parsed.clone();
     via.set_port(Some(proxy.addr.port())).unwrap();
     // 20 000 ids/s for 12 s with segments of 20 000: a boundary every second.
-    let (rate, secs, step) = if full {
-        (20_000, 12.0, 20_000)
-    } else {
-        (5_000, 1.0, 1_000)
+    // 20 000 ids/s for 12 s; segments of 1 s of traffic cross a boundary every second.
+    let (rate, secs) = if full { (20_000, 12.0) } else { (2_000, 1.0) };
+    let outage = Some((secs / 3.0, 1.0));
+    let scenario = |name, double_buffer, outage, segment_secs| Scenario {
+        name,
+        double_buffer,
+        outage,
+        segment_secs,
     };
     let scenarios = [
-        Scenario {
-            name: "double-buffer",
-            double_buffer: true,
-            outage: None,
-        },
-        Scenario {
-            name: "single-buffer",
-            double_buffer: false,
-            outage: None,
-        },
-        Scenario {
-            name: "double-buffer+outage",
-            double_buffer: true,
-            outage: Some((secs / 3.0, 0.5)),
-        },
-        Scenario {
-            name: "single-buffer+outage",
-            double_buffer: false,
-            outage: Some((secs / 3.0, 0.5)),
-        },
+        scenario("double buffer", true, None, 1),
+        scenario("single buffer", false, None, 1),
+        scenario("double buffer, DB down 1 s", true, outage, 5),
+        scenario("single buffer, DB down 1 s", false, outage, 5),
     ];
     println!(
-        "next_id() latency, open loop at {rate} ids/s for {secs} s, segments of {step} ids, MariaDB behind a 50 ms/packet proxy"
+        "next_id() latency, open loop at {rate} ids/s for {secs} s, MariaDB behind a 50 ms/packet proxy"
     );
     println!(
-        "| scenario | ids | errors | refills | p50 | p99 | p99.9 | p99.99 | max |\n|---|---|---|---|---|---|---|---|---|"
+        "| scenario | segment | ids | errors | refills | p50 | p99 | p99.9 | p99.99 | max |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     for s in &scenarios {
+        let step = rate as i64 * s.segment_secs as i64;
         let mut p = run(via.as_str(), &proxy, s, rate, secs, step);
         p.latencies_ns.sort_unstable();
         let l = &p.latencies_ns;
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} s | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.name,
+            s.segment_secs,
             l.len(),
             p.errors,
             p.refills,

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::runtime;
 
 /// Longest pause between refill attempts while the store keeps failing.
-const MAX_BACKOFF_MS: i64 = 2_000;
+const MAX_BACKOFF_MS: i64 = 1_000;
 const FIRST_BACKOFF_MS: i64 = 50;
 
 /// Issues ids for the tags of one `leaf_alloc` table.

@@ -1,0 +1,80 @@
+//! A worker for the cross-language runs (`tests/cross/`): issues ids from one tag or one
+//! snowflake registry and writes them, one per line, to a file; errors go to stderr.
+//!
+//! ```text
+//! cargo run -p leafid --example issue_ids -- segment URL TAG SECONDS OUT
+//! cargo run -p leafid --example issue_ids -- snowflake REGISTRY_URL SECONDS OUT
+//! ```
+//! It issues for SECONDS seconds as fast as it can, then prints one JSON summary line
+//! (`{"ids":N,"errors":N,"first_error":"…"}`) to stdout.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = "usage: issue_ids segment URL TAG SECONDS OUT | snowflake REGISTRY SECONDS OUT";
+    let (mut next, seconds, out): (Box<dyn FnMut() -> leafid::Result<i64>>, f64, String) =
+        match args.first().map(String::as_str) {
+            Some("segment") if args.len() == 5 => {
+                let gen = leafid::SegmentGenerator::connect_blocking(&args[1], Default::default())
+                    .unwrap_or_else(|e| fail(&e));
+                let h = gen.tag(&args[2]).unwrap_or_else(|e| fail(&e));
+                (
+                    Box::new(move || h.next_id()),
+                    args[3].parse().expect(usage),
+                    args[4].clone(),
+                )
+            }
+            Some("snowflake") if args.len() == 4 => snowflake(&args[1], &args[2], &args[3]),
+            _ => {
+                eprintln!("{usage}");
+                std::process::exit(2);
+            }
+        };
+    let file = std::fs::File::create(&out).expect("cannot create the output file");
+    let mut file = std::io::BufWriter::new(file);
+    let (mut ids, mut errors, mut first_error) = (0u64, 0u64, String::new());
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    while Instant::now() < deadline {
+        for _ in 0..256 {
+            match next() {
+                Ok(id) => {
+                    ids += 1;
+                    writeln!(file, "{id}").unwrap();
+                }
+                Err(e) => {
+                    errors += 1;
+                    if first_error.is_empty() {
+                        first_error = format!("{}: {e}", e.code());
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                    break;
+                }
+            }
+        }
+        // Flush often, so a worker killed with SIGKILL leaves what it issued on disk.
+        file.flush().unwrap();
+    }
+    file.flush().unwrap();
+    println!(
+        "{}",
+        serde_json::json!({"ids": ids, "errors": errors, "first_error": first_error})
+    );
+}
+
+type Next = Box<dyn FnMut() -> leafid::Result<i64>>;
+
+fn snowflake(_registry: &str, _seconds: &str, _out: &str) -> (Next, f64, String) {
+    eprintln!("snowflake mode is not built into this worker yet");
+    std::process::exit(2);
+}
+
+fn fail(e: &leafid::Error) -> ! {
+    eprintln!("{}: {e}", e.code());
+    println!(
+        "{}",
+        serde_json::json!({"ids": 0, "errors": 1, "first_error": format!("{}: {e}", e.code())})
+    );
+    std::process::exit(1);
+}

@@ -20,6 +20,16 @@ use std::sync::Arc;
 use crate::error::Result;
 use crate::runtime::BoxFuture;
 
+pub mod cache;
+mod config;
+pub mod fixed;
+pub mod local;
+
+pub use cache::{default_cache_dir, CacheEntry, WorkerCache};
+pub use config::{first_non_loopback_ipv4, RegistryConfig};
+pub use fixed::FixedRegistry;
+pub use local::LocalRegistry;
+
 /// A worker id held by this process, and the time floor it comes with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
@@ -54,6 +64,23 @@ impl IssueLimit {
     /// Sets the limit (raise after a persisted bound, lower on a lost lease).
     pub fn set(&self, limit_ms: i64) {
         self.0.store(limit_ms, Ordering::Release);
+    }
+
+    /// Raises the limit to `limit_ms` unless a registry lowered it to `i64::MIN`
+    /// (lease lost) meanwhile; a lost lease is never reopened by a late heartbeat.
+    /// Returns false when the lease was lost.
+    pub fn raise(&self, limit_ms: i64) -> bool {
+        // AcqRel: publishes the persisted bound (Release) and orders after a concurrent
+        // loss signal (Acquire) so the check below sees it.
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+                if cur == i64::MIN {
+                    None
+                } else {
+                    Some(cur.max(limit_ms))
+                }
+            })
+            .is_ok()
     }
 }
 

@@ -1,0 +1,991 @@
+//! [`SnowflakeGenerator`]: issues ids from one atomic word.
+//!
+//! The whole issuing state is the last id issued (timestamp, worker id, sequence), kept
+//! in one `AtomicU64`. `next_id` reads it, reads the clock, computes the successor and
+//! installs it with a compare-and-swap: no lock, no allocation, no syscall (the system
+//! clock is read through the vDSO). Because every successful swap moves the word
+//! strictly upwards, no two calls ever get the same id, whatever the clock does; the
+//! clock only decides whether a call may issue now.
+//!
+//! Two more words gate issuing. The [`IssueLimit`] is the highest timestamp a persisted
+//! bound covers (the heartbeat raises it, a registry lowers it on a lost lease), and
+//! the fork epoch tells a forked child that the worker id it sees is its parent's.
+//! Anything unusual drops to a cold path that may wait, persist a bound, re-acquire a
+//! worker id or fail with a clear error.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::layout::{decode, DecodedId, Layout};
+use super::registry::{
+    default_cache_dir, CacheEntry, IssueLimit, Lease, LocalRegistry, RegistryConfig, WorkerCache,
+    WorkerRegistry,
+};
+use crate::clock::{self, Clock};
+use crate::error::{Error, Result};
+use crate::runtime;
+
+/// The state word after `close()`: above every real id, so any swap prepared before
+/// the close fails and its caller re-checks (and sees `Closed`).
+const CLOSED_STATE: u64 = u64::MAX;
+/// The limit while a worker id is being (re-)acquired: below every clock reading (so
+/// nothing is issued) but distinct from `i64::MIN`, the registries' "lease lost".
+const OPENING_LIMIT: i64 = i64::MIN + 1;
+/// Clock reads spent waiting for the next millisecond before sleeping instead. A real
+/// clock moves on long before this (a read costs ~20 ns); only a stopped or manual
+/// clock gets here.
+const SPIN_READS: u32 = 200_000;
+/// How long a stalled clock is waited for at a sequence overflow before giving up.
+const STALL_LIMIT_MS: u32 = 1_000;
+/// After a failed synchronous renew, callers get the error without retrying for this long.
+const RENEW_BACKOFF_MS: i64 = 100;
+
+/// Options of a generator, with their defaults; see the builder's methods.
+#[derive(Debug, Clone)]
+struct Settings {
+    registry: RegistryConfig,
+    cache_dir: PathBuf,
+    max_backward_ms: i64,
+    heartbeat: Duration,
+    lookahead_ms: i64,
+    startup_wait_ms: i64,
+}
+
+/// Builds a [`SnowflakeGenerator`]. Defaults: Leaf's layout, the system clock, the
+/// cache directory of `default_cache_dir()`, a 5 ms backward step waited out, a
+/// heartbeat every 3 s persisting a bound 6 s ahead, and up to 10 s of waiting at
+/// start-up for a clock that is behind the worker's floor.
+#[derive(Debug, Clone)]
+pub struct SnowflakeBuilder {
+    registry: Option<RegistryConfig>,
+    layout: Layout,
+    clock: Arc<dyn Clock>,
+    cache_dir: Option<PathBuf>,
+    max_backward: Duration,
+    heartbeat: Duration,
+    lookahead: Option<Duration>,
+    startup_wait: Duration,
+}
+
+impl Default for SnowflakeBuilder {
+    fn default() -> Self {
+        SnowflakeBuilder {
+            registry: None,
+            layout: Layout::default(),
+            clock: clock::system(),
+            cache_dir: None,
+            max_backward: Duration::from_millis(5),
+            heartbeat: Duration::from_secs(3),
+            lookahead: None,
+            startup_wait: Duration::from_secs(10),
+        }
+    }
+}
+
+impl SnowflakeBuilder {
+    /// The worker-id registry (required).
+    pub fn registry(mut self, registry: RegistryConfig) -> Self {
+        self.registry = Some(registry);
+        self
+    }
+
+    /// The worker-id registry as a URL (see [`RegistryConfig::parse`]).
+    pub fn registry_url(self, url: &str) -> Result<Self> {
+        Ok(self.registry(RegistryConfig::parse(url)?))
+    }
+
+    /// The bit layout and epoch (default: Leaf's 41 + 10 + 12, epoch 1288834974657).
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self
+    }
+
+    /// Where time comes from (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The directory of the worker cache file (default: `$XDG_CACHE_HOME/leafid`,
+    /// `~/.cache/leafid` or `/tmp/leafid-<uid>`).
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// The largest backward clock step waited out (twice the step, then re-checked)
+    /// instead of failing with `ClockMovedBackwards` (default 5 ms, as Leaf).
+    pub fn max_backward(mut self, max: Duration) -> Self {
+        self.max_backward = max;
+        self
+    }
+
+    /// How often the time bound is persisted (default 3 s, Leaf's upload interval).
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// How far ahead of the clock each persisted bound reaches (default twice the
+    /// heartbeat). Issuing continues through a registry outage this long; a restart
+    /// after a crash waits at most this long for its own old bound.
+    pub fn lookahead(mut self, ahead: Duration) -> Self {
+        self.lookahead = Some(ahead);
+        self
+    }
+
+    /// How long start-up waits for a clock that is behind the worker's floor before
+    /// failing with `ClockBehindRegistry` (default 10 s).
+    pub fn startup_wait(mut self, wait: Duration) -> Self {
+        self.startup_wait = wait;
+        self
+    }
+
+    /// Checks the configuration (no I/O) and splits it into parts.
+    fn validate(self) -> Result<(Layout, Arc<dyn Clock>, Settings)> {
+        let registry = self.registry.ok_or_else(|| {
+            Error::InvalidConfig(
+                "no worker registry given; call .registry(…) or .registry_url(\"local:///var/lib/leafid/workers\")"
+                    .into(),
+            )
+        })?;
+        if let RegistryConfig::Fixed(id) = registry {
+            self.layout.check_worker_id(id as i64)?;
+        }
+        if self.heartbeat < Duration::from_millis(10) {
+            return Err(Error::InvalidConfig(format!(
+                "heartbeat {:?} is below 10 ms; Leaf uses 3 s",
+                self.heartbeat
+            )));
+        }
+        let lookahead = self.lookahead.unwrap_or(self.heartbeat * 2);
+        if lookahead <= self.heartbeat {
+            return Err(Error::InvalidConfig(format!(
+                "lookahead {lookahead:?} must exceed the heartbeat {:?}, or issuing would pause between heartbeats",
+                self.heartbeat
+            )));
+        }
+        let now = self.clock.now_millis();
+        if now <= self.layout.epoch_ms() {
+            return Err(Error::InvalidConfig(format!(
+                "the clock ({now}) is not after the layout's epoch ({}); pick an earlier epoch or fix the clock",
+                self.layout.epoch_ms()
+            )));
+        }
+        if now > self.layout.max_timestamp_ms() {
+            return Err(Error::TimestampOverflow {
+                max_ms: self.layout.max_timestamp_ms(),
+            });
+        }
+        let ms = |d: Duration| d.as_millis().min(i64::MAX as u128 / 4) as i64;
+        Ok((
+            self.layout,
+            self.clock,
+            Settings {
+                registry,
+                cache_dir: self.cache_dir.unwrap_or_else(default_cache_dir),
+                max_backward_ms: ms(self.max_backward),
+                heartbeat: self.heartbeat,
+                lookahead_ms: ms(lookahead),
+                startup_wait_ms: ms(self.startup_wait),
+            },
+        ))
+    }
+
+    /// Validates, acquires a worker id, checks the clock against its floor and starts
+    /// the heartbeat. The registry's I/O runs on the background runtime.
+    pub async fn build(self) -> Result<SnowflakeGenerator> {
+        let (layout, clock, settings) = self.validate()?;
+        runtime::watch_forks();
+        let core = Arc::new(Core::new(layout, clock, settings));
+        let c = core.clone();
+        runtime::run(async move { start_session(&c).await }).await?;
+        Ok(SnowflakeGenerator {
+            inner: Arc::new(Handle { core }),
+        })
+    }
+
+    /// [`build`](Self::build) for callers without an async runtime (bindings).
+    pub fn build_blocking(self) -> Result<SnowflakeGenerator> {
+        let (layout, clock, settings) = self.validate()?;
+        runtime::watch_forks();
+        let core = Arc::new(Core::new(layout, clock, settings));
+        let c = core.clone();
+        runtime::block_on(async move { start_session(&c).await })?;
+        Ok(SnowflakeGenerator {
+            inner: Arc::new(Handle { core }),
+        })
+    }
+}
+
+/// Issues snowflake ids. Cheap to clone (all clones share one state); `Send + Sync`.
+/// Dropping the last clone closes it.
+///
+/// ```
+/// # fn main() -> leafid::Result<()> {
+/// let dir = tempfile::tempdir().unwrap();
+/// let gen = leafid::SnowflakeGenerator::builder()
+///     .registry_url("fixed:7")?
+///     .cache_dir(dir.path())
+///     .build_blocking()?;
+/// let a = gen.next_id()?;
+/// let b = gen.next_id()?;
+/// assert!(b > a);
+/// assert_eq!(gen.decode(b).worker_id, 7);
+/// gen.close();
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct SnowflakeGenerator {
+    inner: Arc<Handle>,
+}
+
+impl std::fmt::Debug for SnowflakeGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SnowflakeGenerator")
+            .field("worker_id", &self.worker_id())
+            .field("layout", &self.inner.core.layout)
+            .field("registry", &self.inner.core.settings.registry)
+            .finish()
+    }
+}
+
+/// The users' share of a generator; its drop (the last clone's) closes the generator,
+/// while the heartbeat task holds only the [`Core`].
+struct Handle {
+    core: Arc<Core>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        close(&self.core);
+    }
+}
+
+/// One worker-id holding: the registry, its lease, the cache file, the heartbeat.
+struct Session {
+    registry: Arc<dyn WorkerRegistry>,
+    /// The same registry when it is `local`, to close inherited lock files after a fork.
+    local: Option<Arc<LocalRegistry>>,
+    cache: WorkerCache,
+    lease: tokio::sync::Mutex<LeaseState>,
+    stop: tokio::sync::Notify,
+}
+
+struct LeaseState {
+    lease: Lease,
+    /// The highest bound persisted so far.
+    persisted: i64,
+}
+
+struct Core {
+    layout: Layout,
+    clock: Arc<dyn Clock>,
+    settings: Settings,
+    /// The last id issued (or a marker: the floor's millisecond with the sequence full).
+    state: AtomicU64,
+    limit: Arc<IssueLimit>,
+    worker: AtomicU32,
+    /// The fork epoch the current session was acquired under.
+    epoch: AtomicU64,
+    rebuilding: AtomicBool,
+    closed: AtomicBool,
+    /// The current session, an `Arc` turned into a raw pointer. A replaced session is
+    /// leaked, never freed, so a pointer read while the core lives stays valid.
+    session: AtomicPtr<Session>,
+    /// Until when (ms) a failed synchronous renew is not retried, and its message.
+    retry_after: AtomicI64,
+    last_failure: Mutex<String>,
+    // Precomputed from the layout for the hot path.
+    epoch_ms: i64,
+    ts_shift: u32,
+    seq_mask: u64,
+    max_rel: i64,
+    random_bound: u32,
+}
+
+impl Core {
+    fn new(layout: Layout, clock: Arc<dyn Clock>, settings: Settings) -> Core {
+        Core {
+            clock,
+            settings,
+            state: AtomicU64::new(0),
+            limit: IssueLimit::closed(),
+            worker: AtomicU32::new(0),
+            epoch: AtomicU64::new(runtime::fork_epoch()),
+            rebuilding: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            session: AtomicPtr::new(std::ptr::null_mut()),
+            retry_after: AtomicI64::new(i64::MIN),
+            last_failure: Mutex::new(String::new()),
+            epoch_ms: layout.epoch_ms(),
+            ts_shift: layout.timestamp_shift(),
+            seq_mask: layout.max_sequence() as u64,
+            max_rel: layout.max_relative_ms(),
+            // Leaf starts each millisecond at a random value in [0, 100) so low-traffic ids
+            // do not all end alike; small sequences keep at least half their room.
+            random_bound: (layout.ids_per_ms() / 2).clamp(1, 100) as u32,
+            layout,
+        }
+    }
+
+    fn session(&self) -> Option<Arc<Session>> {
+        let ptr = self.session.load(Ordering::Acquire);
+        if ptr.is_null() {
+            return None;
+        }
+        // SAFETY: `ptr` came from Arc::into_raw and the core's own count is never given
+        // up while the core lives (replaced sessions are leaked), so it is alive.
+        unsafe {
+            Arc::increment_strong_count(ptr);
+            Some(Arc::from_raw(ptr))
+        }
+    }
+
+    #[inline]
+    fn random_start(&self) -> u64 {
+        fastrand::u32(..self.random_bound) as u64
+    }
+
+    /// True when the fast path may not issue at `now`.
+    #[inline]
+    fn gated(&self, now: i64) -> bool {
+        // Relaxed on the epoch: it changes only in a forked child's own thread.
+        now > self.limit.get() || runtime::fork_epoch() != self.epoch.load(Ordering::Relaxed)
+    }
+
+    /// A backward step from `last` to `ts` (both relative to the epoch): small ones are
+    /// waited out as Leaf does (twice the offset), then the caller re-reads everything.
+    #[cold]
+    fn clock_back(&self, last: i64, ts: i64) -> Result<()> {
+        let offset = last - ts;
+        if offset > self.settings.max_backward_ms {
+            tracing::warn!(
+                offset_ms = offset,
+                "clock moved backwards beyond the wait limit"
+            );
+            return Err(Error::ClockMovedBackwards { offset_ms: offset });
+        }
+        self.clock.sleep_millis((offset as u64) << 1);
+        let again = self.clock.now_millis() - self.epoch_ms;
+        if again < last {
+            return Err(Error::ClockMovedBackwards {
+                offset_ms: last - again,
+            });
+        }
+        Ok(())
+    }
+
+    /// The sequence of millisecond `last` is spent: waits until the clock leaves it,
+    /// forwards or (Leaf PR #153) backwards; the caller then re-reads everything.
+    #[cold]
+    fn wait_next_ms(&self, last: i64) -> Result<()> {
+        let mut reads = 0u32;
+        let mut slept = 0u32;
+        loop {
+            if self.clock.now_millis() - self.epoch_ms != last {
+                return Ok(());
+            }
+            reads += 1;
+            if reads < SPIN_READS {
+                std::hint::spin_loop();
+            } else {
+                if slept >= STALL_LIMIT_MS {
+                    return Err(Error::ClockMovedBackwards { offset_ms: 0 });
+                }
+                self.clock.sleep_millis(1);
+                slept += 1;
+                reads = 0;
+            }
+        }
+    }
+
+    /// The slow path when the gate is shut: closed, forked, lease lost, or the clock
+    /// past the last persisted bound. `Ok` means "try again".
+    #[cold]
+    fn reopen(self: &Arc<Self>, now: i64) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if runtime::fork_epoch() != self.epoch.load(Ordering::Acquire) {
+            return self.after_fork();
+        }
+        let limit = self.limit.get();
+        if limit == i64::MIN || limit == OPENING_LIMIT {
+            return Err(Error::LeaseLost {
+                worker_id: self.worker.load(Ordering::Relaxed),
+                cause: "the registry reported the lease lost; a new worker id is being acquired, retry shortly".into(),
+            });
+        }
+        if now <= limit {
+            return Ok(()); // raised meanwhile
+        }
+        // The heartbeat is late or failing: persist a bound now, once for all waiting callers.
+        if now < self.retry_after.load(Ordering::Acquire) {
+            return Err(self.renew_error());
+        }
+        let session = self.session().ok_or(Error::Closed)?;
+        let core = self.clone();
+        let bound = now + self.settings.lookahead_ms;
+        match runtime::block_on(async move { persist(&core, &session, bound).await }) {
+            Ok(()) => Ok(()),
+            Err(Error::Closed) => Err(Error::Closed),
+            Err(e) => {
+                *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = e.to_string();
+                // Release pairs with the Acquire above: a caller that sees the deadline also sees the message.
+                self.retry_after
+                    .store(now + RENEW_BACKOFF_MS, Ordering::Release);
+                Err(self.renew_error())
+            }
+        }
+    }
+
+    fn renew_error(&self) -> Error {
+        let cause = self
+            .last_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        Error::RegistryUnavailable {
+            cause: format!(
+                "worker {} cannot persist a time bound past its last one ({}): {cause}",
+                self.worker.load(Ordering::Relaxed),
+                self.limit.get()
+            ),
+        }
+    }
+
+    /// First use in a forked child: the worker id is the parent's.
+    #[cold]
+    fn after_fork(self: &Arc<Self>) -> Result<()> {
+        let target = runtime::fork_epoch();
+        if !self.settings.registry.reacquires_after_fork() {
+            return Err(Error::InvalidConfig(format!(
+                "this snowflake generator ({} registry) was created before fork(); its worker id belongs to the \
+                 parent process. Create the generator after the fork, or use a local: or zookeeper-recycle: \
+                 registry, which give each process its own worker id",
+                self.settings.registry.scheme()
+            )));
+        }
+        // One thread re-acquires; the others wait for it.
+        // Acquire/Release on the claim: the waiter that sees it cleared sees the new session.
+        if self
+            .rebuilding
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            for _ in 0..60_000 {
+                std::thread::sleep(Duration::from_millis(1));
+                if !self.rebuilding.load(Ordering::Acquire) {
+                    return Ok(()); // the winner's result shows on the retry
+                }
+            }
+            return Err(Error::registry(
+                "re-acquiring a worker id after fork() takes too long",
+            ));
+        }
+        if self.epoch.load(Ordering::Acquire) == target {
+            self.rebuilding.store(false, Ordering::Release);
+            return Ok(());
+        }
+        tracing::info!("fork detected: acquiring a worker id of this process's own");
+        if let Some(old) = self.session() {
+            if let Some(local) = &old.local {
+                local.forget_inherited();
+            }
+            // The old session belongs to the parent; it is never used again here.
+        }
+        let core = self.clone();
+        let result = runtime::block_on(async move { start_session(&core).await });
+        self.rebuilding.store(false, Ordering::Release);
+        result
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        let ptr = *self.session.get_mut();
+        if !ptr.is_null() && runtime::fork_epoch() == *self.epoch.get_mut() {
+            // SAFETY: the core's own count of the current session, given up once here.
+            drop(unsafe { Arc::from_raw(ptr) });
+        }
+        // In a forked child that never re-acquired, the session (with the parent's
+        // connections and runtime handles) is leaked on purpose.
+    }
+}
+
+/// Acquires a worker id, checks the clock against its floor, installs the state and
+/// starts the heartbeat. Runs on the background runtime.
+async fn start_session(core: &Arc<Core>) -> Result<()> {
+    let settings = &core.settings;
+    let (registry, local): (Arc<dyn WorkerRegistry>, Option<Arc<LocalRegistry>>) =
+        match &settings.registry {
+            RegistryConfig::Local { dir } => {
+                let l = Arc::new(LocalRegistry::new(dir.clone()));
+                (l.clone(), Some(l))
+            }
+            other => (other.build()?, None),
+        };
+    let cache = WorkerCache::new(&settings.cache_dir, &registry.describe());
+    core.limit.set(OPENING_LIMIT);
+    let max = core.layout.max_worker_id();
+    let lease = match registry.acquire(max, core.limit.clone()).await {
+        Ok(lease) => lease,
+        Err(e @ (Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. }))
+            if registry.survives_outage() =>
+        {
+            let cached = tokio::task::spawn_blocking({
+                let cache = cache.clone();
+                move || cache.read()
+            })
+            .await
+            .map_err(Error::registry)??;
+            match cached {
+                Some(entry) => {
+                    core.layout.check_worker_id(entry.worker_id as i64)?;
+                    tracing::warn!(error = %e, worker_id = entry.worker_id, cache = %cache.path().display(),
+                        "worker registry unreachable at start-up; using the cached worker id");
+                    Lease {
+                        worker_id: entry.worker_id,
+                        floor_ms: entry.bound_ms,
+                        location: format!("cache file {}", cache.path().display()),
+                    }
+                }
+                None => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    match hold(core, &cache, &lease).await {
+        Ok(floor) => {
+            let session = Arc::new(Session {
+                registry,
+                local,
+                cache,
+                lease: tokio::sync::Mutex::new(LeaseState {
+                    lease: lease.clone(),
+                    persisted: i64::MIN,
+                }),
+                stop: tokio::sync::Notify::new(),
+            });
+            install(core, lease.worker_id, floor)?;
+            if let Err(e) = persist(
+                core,
+                &session,
+                core.clock.now_millis() + settings.lookahead_ms,
+            )
+            .await
+            {
+                let _ = session.registry.release(&lease).await;
+                return Err(e);
+            }
+            // The previous session (a forked parent's) is leaked: see `Core::session`.
+            core.session.store(
+                Arc::into_raw(session.clone()) as *mut Session,
+                Ordering::Release,
+            );
+            core.epoch.store(runtime::fork_epoch(), Ordering::Release);
+            runtime::spawn(heartbeat(core.clone(), session));
+            tracing::info!(worker_id = lease.worker_id, location = %lease.location, floor, "snowflake worker id held");
+            Ok(())
+        }
+        Err(e) => {
+            let _ = registry.release(&lease).await;
+            Err(e)
+        }
+    }
+}
+
+/// Works out the floor for `lease` and waits for the clock to pass it (up to the
+/// start-up wait). Returns the floor.
+async fn hold(core: &Arc<Core>, cache: &WorkerCache, lease: &Lease) -> Result<i64> {
+    core.layout.check_worker_id(lease.worker_id as i64)?;
+    let cached = tokio::task::spawn_blocking({
+        let cache = cache.clone();
+        move || cache.read()
+    })
+    .await
+    .map_err(Error::registry)??;
+    let mut floor = lease.floor_ms;
+    if let Some(entry) = cached.filter(|e| e.worker_id == lease.worker_id) {
+        floor = floor.max(entry.bound_ms);
+    }
+    let mut waited = 0i64;
+    loop {
+        let now = core.clock.now_millis();
+        if now > floor {
+            return Ok(floor);
+        }
+        let gap = floor - now + 1;
+        if waited + gap > core.settings.startup_wait_ms {
+            return Err(Error::ClockBehindRegistry {
+                worker_id: lease.worker_id,
+                last_ms: floor,
+                behind_ms: floor - now,
+            });
+        }
+        tracing::info!(
+            worker_id = lease.worker_id,
+            wait_ms = gap,
+            "clock is behind the worker's floor; waiting"
+        );
+        let clock = core.clock.clone();
+        tokio::task::spawn_blocking(move || clock.sleep_millis(gap as u64))
+            .await
+            .map_err(Error::registry)?;
+        waited += gap;
+    }
+}
+
+/// Puts the worker id and its floor into the state word: the floor's millisecond with
+/// a full sequence, so the next id comes from a later millisecond. Never moves the
+/// word's timestamp back.
+fn install(core: &Core, worker_id: u32, floor: i64) -> Result<()> {
+    let floor_rel = floor.saturating_sub(core.epoch_ms).clamp(0, core.max_rel);
+    // Acquire on the load and AcqRel on the swap: the word is the only shared state.
+    let mut cur = core.state.load(Ordering::Acquire);
+    loop {
+        if cur == CLOSED_STATE {
+            return Err(Error::Closed);
+        }
+        let cur_ts = (cur >> core.ts_shift) as i64;
+        let marker = core
+            .layout
+            .compose(cur_ts.max(floor_rel), worker_id, core.seq_mask as u32);
+        match core
+            .state
+            .compare_exchange(cur, marker, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => break,
+            Err(actual) => cur = actual,
+        }
+    }
+    core.worker.store(worker_id, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Persists `bound` (cache file and registry) and raises the limit to it when it is
+/// persisted somewhere that counts.
+async fn persist(core: &Arc<Core>, session: &Session, bound: i64) -> Result<()> {
+    let mut st = session.lease.lock().await;
+    persist_locked(core, session, &mut st, bound).await
+}
+
+async fn persist_locked(
+    core: &Arc<Core>,
+    session: &Session,
+    st: &mut LeaseState,
+    bound: i64,
+) -> Result<()> {
+    if core.closed.load(Ordering::Acquire) {
+        return Err(Error::Closed);
+    }
+    if bound <= st.persisted {
+        return Ok(());
+    }
+    let worker_id = st.lease.worker_id;
+    let cache = session.cache.clone();
+    let cache_res = tokio::task::spawn_blocking(move || {
+        cache.write(CacheEntry {
+            worker_id,
+            bound_ms: bound,
+        })
+    })
+    .await
+    .map_err(Error::registry)
+    .and_then(|r| r);
+    let reg_res = session.registry.renew(&st.lease, bound).await;
+    let counted = match (&reg_res, &cache_res) {
+        (Ok(()), Ok(())) => true,
+        (Ok(()), Err(ce)) => {
+            tracing::warn!(error = %ce, "cannot write the worker cache file");
+            !core.settings.registry.cache_is_only_record()
+        }
+        (Err(re), Ok(())) => {
+            tracing::warn!(error = %re, "worker registry renew failed");
+            session.registry.survives_outage()
+        }
+        (Err(re), Err(ce)) => {
+            tracing::warn!(registry = %re, cache = %ce, "time bound persisted nowhere");
+            false
+        }
+    };
+    if !counted {
+        return Err(match (reg_res, cache_res) {
+            (Err(e), _) | (_, Err(e)) => e,
+            _ => unreachable!("counted is false only when something failed"),
+        });
+    }
+    st.persisted = bound;
+    if !core.limit.raise(bound) {
+        return Err(Error::LeaseLost {
+            worker_id,
+            cause: "the registry reported the lease lost".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Persists a bound every heartbeat; re-acquires a worker id after a lost lease.
+async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(core.settings.heartbeat) => {}
+            _ = session.stop.notified() => return,
+        }
+        if core.closed.load(Ordering::Acquire)
+            || runtime::fork_epoch() != core.epoch.load(Ordering::Acquire)
+        {
+            return;
+        }
+        if core.limit.get() == i64::MIN {
+            if let Err(e) = reacquire(&core, &session).await {
+                tracing::warn!(error = %e, "cannot re-acquire a worker id after a lost lease");
+            }
+            continue;
+        }
+        let bound = core.clock.now_millis() + core.settings.lookahead_ms;
+        if let Err(e) = persist(&core, &session, bound).await {
+            tracing::warn!(error = %e, "heartbeat could not persist a time bound");
+        }
+    }
+}
+
+/// After a registry reported the lease lost: takes a (possibly different) worker id
+/// from the same registry, with the usual floor check.
+async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
+    let mut st = session.lease.lock().await;
+    if core.closed.load(Ordering::Acquire) {
+        return Err(Error::Closed);
+    }
+    let _ = session.registry.release(&st.lease).await;
+    core.limit.set(OPENING_LIMIT);
+    let lease = session
+        .registry
+        .acquire(core.layout.max_worker_id(), core.limit.clone())
+        .await?;
+    let floor = match hold(core, &session.cache, &lease).await {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = session.registry.release(&lease).await;
+            core.limit.set(i64::MIN);
+            return Err(e);
+        }
+    };
+    install(core, lease.worker_id, floor)?;
+    st.lease = lease;
+    st.persisted = i64::MIN;
+    let bound = core.clock.now_millis() + core.settings.lookahead_ms;
+    persist_locked(core, session, &mut st, bound).await
+}
+
+/// Stops issuing, writes the exact last timestamp issued, releases the lease and stops
+/// the heartbeat. Idempotent.
+fn close(core: &Arc<Core>) {
+    if core.closed.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    core.limit.set(i64::MIN);
+    // Swapping in the closed marker makes every swap prepared before it fail, so the
+    // word read here is the last id anyone will ever issue from this generator.
+    let last = core.state.swap(CLOSED_STATE, Ordering::AcqRel);
+    let Some(session) = core.session() else {
+        return;
+    };
+    if runtime::fork_epoch() != core.epoch.load(Ordering::Acquire) {
+        // A forked child closing its parent's generator: the lease is the parent's.
+        if let Some(local) = &session.local {
+            local.forget_inherited();
+        }
+        std::mem::forget(session);
+        return;
+    }
+    session.stop.notify_one();
+    let last_ms = decode(last as i64, &core.layout).timestamp_ms;
+    let fut = async move {
+        let st = session.lease.lock().await;
+        let entry = CacheEntry {
+            worker_id: st.lease.worker_id,
+            bound_ms: last_ms,
+        };
+        let cache = session.cache.clone();
+        match tokio::task::spawn_blocking(move || cache.write(entry)).await {
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot write the worker cache file at close"),
+            Err(e) => tracing::warn!(error = %e, "cache write task failed at close"),
+            Ok(Ok(())) => {}
+        }
+        if let Err(e) = session.registry.renew(&st.lease, last_ms).await {
+            tracing::warn!(error = %e, "final renew failed; the registry keeps the last heartbeat's bound");
+        }
+        if let Err(e) = session.registry.release(&st.lease).await {
+            tracing::warn!(error = %e, "releasing the worker id failed");
+        }
+        tracing::info!(
+            worker_id = st.lease.worker_id,
+            last_ms,
+            "snowflake generator closed"
+        );
+    };
+    // On a background-runtime thread, waiting would block the runtime that must run
+    // the future; anywhere else, close is synchronous as documented.
+    if std::thread::current().name() == Some("leafid-bg") {
+        runtime::spawn(fut);
+    } else {
+        runtime::block_on(fut);
+    }
+}
+
+impl SnowflakeGenerator {
+    /// A builder with Leaf's defaults; a registry is required.
+    pub fn builder() -> SnowflakeBuilder {
+        SnowflakeBuilder::default()
+    }
+
+    /// The next id: strictly greater than every id this generator issued before.
+    #[inline]
+    pub fn next_id(&self) -> Result<i64> {
+        let core = &self.inner.core;
+        // Acquire: the clock is read after the word, so a timestamp another thread
+        // installed is never ahead of the reading that follows (no false "backwards").
+        let mut cur = core.state.load(Ordering::Acquire);
+        loop {
+            let now = core.clock.now_millis();
+            if core.gated(now) {
+                core.reopen(now)?;
+                cur = core.state.load(Ordering::Acquire);
+                continue;
+            }
+            let ts = now - core.epoch_ms;
+            let last = (cur >> core.ts_shift) as i64;
+            let next = if ts > last {
+                if ts > core.max_rel {
+                    return Err(Error::TimestampOverflow {
+                        max_ms: core.layout.max_timestamp_ms(),
+                    });
+                }
+                // Keep the worker bits, replace timestamp and sequence.
+                let worker_bits = cur & ((1u64 << core.ts_shift) - 1) & !core.seq_mask;
+                ((ts as u64) << core.ts_shift) | worker_bits | core.random_start()
+            } else if ts == last {
+                if cur & core.seq_mask < core.seq_mask {
+                    cur + 1
+                } else {
+                    core.wait_next_ms(last)?;
+                    cur = core.state.load(Ordering::Acquire);
+                    continue;
+                }
+            } else {
+                core.clock_back(last, ts)?;
+                cur = core.state.load(Ordering::Acquire);
+                continue;
+            };
+            // AcqRel on success publishes the new word; Acquire on failure gives the
+            // winner's word, read before the clock on the next turn.
+            match core
+                .state
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Ok(next as i64),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Fills `out` with fresh ids, in increasing order, reserving a run of sequence
+    /// numbers per atomic swap. On error the ids already written are valid but `out`
+    /// is only partly filled.
+    pub fn fill(&self, out: &mut [i64]) -> Result<()> {
+        let core = &self.inner.core;
+        let mut filled = 0usize;
+        let mut cur = core.state.load(Ordering::Acquire);
+        while filled < out.len() {
+            let now = core.clock.now_millis();
+            if core.gated(now) {
+                core.reopen(now)?;
+                cur = core.state.load(Ordering::Acquire);
+                continue;
+            }
+            let ts = now - core.epoch_ms;
+            let last = (cur >> core.ts_shift) as i64;
+            let want = (out.len() - filled) as u64;
+            let (first, next) = if ts > last {
+                if ts > core.max_rel {
+                    return Err(Error::TimestampOverflow {
+                        max_ms: core.layout.max_timestamp_ms(),
+                    });
+                }
+                let start = core.random_start();
+                let take = want.min(core.seq_mask - start + 1);
+                let worker_bits = cur & ((1u64 << core.ts_shift) - 1) & !core.seq_mask;
+                let first = ((ts as u64) << core.ts_shift) | worker_bits | start;
+                (first, first + take - 1)
+            } else if ts == last {
+                let seq = cur & core.seq_mask;
+                if seq == core.seq_mask {
+                    core.wait_next_ms(last)?;
+                    cur = core.state.load(Ordering::Acquire);
+                    continue;
+                }
+                let take = want.min(core.seq_mask - seq);
+                (cur + 1, cur + take)
+            } else {
+                core.clock_back(last, ts)?;
+                cur = core.state.load(Ordering::Acquire);
+                continue;
+            };
+            // Orderings as in next_id.
+            match core
+                .state
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    for (slot, id) in out[filled..].iter_mut().zip(first..=next) {
+                        *slot = id as i64;
+                    }
+                    filled += (next - first + 1) as usize;
+                    cur = next;
+                }
+                Err(actual) => cur = actual,
+            }
+        }
+        Ok(())
+    }
+
+    /// `n` fresh ids in increasing order (see [`fill`](Self::fill)).
+    pub fn next_ids(&self, n: usize) -> Result<Vec<i64>> {
+        let mut out = vec![0; n];
+        self.fill(&mut out)?;
+        Ok(out)
+    }
+
+    /// The worker id this generator issues under.
+    pub fn worker_id(&self) -> u32 {
+        self.inner.core.worker.load(Ordering::Relaxed)
+    }
+
+    /// The bit layout.
+    pub fn layout(&self) -> &Layout {
+        &self.inner.core.layout
+    }
+
+    /// Splits an id into timestamp, worker id and sequence under this generator's layout.
+    pub fn decode(&self, id: i64) -> DecodedId {
+        decode(id, &self.inner.core.layout)
+    }
+
+    /// Where the worker lease lives (a lock file, a ZooKeeper node, …), for logs.
+    pub fn lease_location(&self) -> Option<String> {
+        let session = self.inner.core.session()?;
+        let st = session.lease.try_lock().ok()?;
+        Some(st.lease.location.clone())
+    }
+
+    /// Stops issuing, persists the exact last timestamp issued, releases the worker id
+    /// and stops the heartbeat. Blocks until done. Idempotent; every later call on any
+    /// clone fails with [`Error::Closed`].
+    pub fn close(&self) {
+        close(&self.inner.core);
+    }
+}

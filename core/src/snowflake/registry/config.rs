@@ -1,0 +1,434 @@
+//! [`RegistryConfig`]: which worker-id registry to use, from a URL or by hand.
+//!
+//! ```
+//! use leafid::snowflake::RegistryConfig;
+//! assert_eq!(RegistryConfig::parse("fixed:7").unwrap(), RegistryConfig::Fixed(7));
+//! assert!(RegistryConfig::parse("zookeeper://127.0.0.1:2181/order").is_err()); // ?port= missing
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::{FixedRegistry, LocalRegistry, WorkerRegistry};
+use crate::error::{Error, Result};
+
+const FORMS: &str = "fixed:7 | local:///var/lib/leafid/workers | \
+zookeeper://127.0.0.1:2181/leaf-name?port=8080 | zookeeper-recycle://127.0.0.1:2181/leaf-name | \
+mysql://user:pass@127.0.0.1:3306/db?port=8080";
+
+/// A worker-id registry, as configured. Parsing and validation do no I/O; the
+/// registry connects when the generator is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistryConfig {
+    /// `fixed:7` — the id itself.
+    Fixed(u32),
+    /// `local:///dir` — file locks in a directory on this host.
+    Local {
+        /// The lock directory.
+        dir: PathBuf,
+    },
+    /// `zookeeper://host:port[,host:port…]/name?port=P[&ip=A]` — Leaf's forever nodes
+    /// under `/snowflake/{name}/forever`, one per `ip:port`.
+    Zookeeper {
+        /// The ZooKeeper connect string (`host:port,host:port`).
+        connect: String,
+        /// Leaf's `leaf.name`.
+        name: String,
+        /// This process's ip, part of its identity (default: the host's first
+        /// non-loopback IPv4 address, as Leaf).
+        ip: String,
+        /// This process's port, part of its identity (Leaf's `leaf.snowflake.port`).
+        port: String,
+    },
+    /// `zookeeper-recycle://host:port/name[?port=P&ip=A]` — a pool of ids leased with
+    /// the ZooKeeper session; ip and port are only recorded as the last user.
+    ZookeeperRecycle {
+        /// The ZooKeeper connect string.
+        connect: String,
+        /// The pool's name.
+        name: String,
+        /// This process's ip (recorded only).
+        ip: String,
+        /// This process's port (recorded only; default "0").
+        port: String,
+    },
+    /// `mysql://user:pass@host:port/db?port=P[&ip=A]` — the Leaf fork's
+    /// `leaf_workerid_alloc` table, one row per `ip:port`.
+    Mysql {
+        /// The database URL, without leafid's `ip` / `port` parameters.
+        url: String,
+        /// This process's ip, part of its identity.
+        ip: String,
+        /// This process's port, part of its identity.
+        port: String,
+    },
+}
+
+fn bad(url: &str, reason: impl std::fmt::Display) -> Error {
+    Error::InvalidUrl {
+        url: redact(url),
+        reason: format!("{reason}; expected one of: {FORMS}"),
+    }
+}
+
+/// Drops the password from `scheme://user:pass@host…`.
+fn redact(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority_end = rest.find('/').unwrap_or(rest.len());
+        let authority = &rest[..authority_end];
+        if let Some((creds, host)) = authority.rsplit_once('@') {
+            if let Some((user, _)) = creds.split_once(':') {
+                return format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..]);
+            }
+        }
+    }
+    url.to_string()
+}
+
+/// Splits `a=1&b=2` into pairs, refusing keys other than `allowed`.
+fn query_pairs(url: &str, query: &str, allowed: &[&str]) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for part in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = part.split_once('=').unwrap_or((part, ""));
+        if !allowed.contains(&k) {
+            return Err(bad(
+                url,
+                format!("unknown parameter {k:?} (allowed: {})", allowed.join(", ")),
+            ));
+        }
+        out.push((k.to_string(), v.to_string()));
+    }
+    Ok(out)
+}
+
+fn get<'a>(pairs: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    pairs
+        .iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+}
+
+fn check_port(url: &str, port: &str) -> Result<()> {
+    if port.is_empty() || port.len() > 64 || port.chars().any(|c| c.is_whitespace() || c == '/') {
+        return Err(bad(
+            url,
+            format!("port {port:?} is not usable as an identity"),
+        ));
+    }
+    Ok(())
+}
+
+/// The identity ip: `?ip=` when given, else the host's first non-loopback IPv4
+/// address (Leaf's `Utils.getIp`).
+fn identity_ip(url: &str, given: Option<&str>) -> Result<String> {
+    match given {
+        Some(ip) if !ip.is_empty() => Ok(ip.to_string()),
+        Some(_) => Err(bad(url, "ip= is empty")),
+        None => first_non_loopback_ipv4().ok_or_else(|| {
+            bad(
+                url,
+                "this host has no non-loopback IPv4 address to identify it; add ?ip=<address>",
+            )
+        }),
+    }
+}
+
+/// The first non-loopback IPv4 address over the host's interfaces.
+pub fn first_non_loopback_ipv4() -> Option<String> {
+    let mut addrs: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `addrs` with a list we free below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut addrs) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = addrs;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: ifa_addr points to a sockaddr; the family says which kind.
+            let family = unsafe { (*ifa.ifa_addr).sa_family } as i32;
+            if family == libc::AF_INET {
+                // SAFETY: an AF_INET address is a sockaddr_in.
+                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                if !ip.is_loopback() && !ip.is_unspecified() {
+                    found = Some(ip.to_string());
+                    break;
+                }
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: frees the list getifaddrs allocated, once.
+    unsafe { libc::freeifaddrs(addrs) };
+    found
+}
+
+/// Splits `host:port[,host:port]/name[?query]` for the two ZooKeeper forms.
+/// `(connect, name, query pairs)` of a ZooKeeper URL.
+type ZkParts = (String, String, Vec<(String, String)>);
+
+fn parse_zk(url: &str, rest: &str) -> Result<ZkParts> {
+    let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (connect, name) = main
+        .split_once('/')
+        .ok_or_else(|| bad(url, "missing /name after the ZooKeeper address"))?;
+    if connect.is_empty() {
+        return Err(bad(url, "missing ZooKeeper address (host:port)"));
+    }
+    for hp in connect.split(',') {
+        let ok = hp
+            .rsplit_once(':')
+            .map(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
+            .unwrap_or(false);
+        if !ok {
+            return Err(bad(
+                url,
+                format!("ZooKeeper address {hp:?} is not host:port"),
+            ));
+        }
+    }
+    let name = name.trim_end_matches('/');
+    if name.is_empty() || name.contains('/') {
+        return Err(bad(
+            url,
+            format!("name {name:?} must be one non-empty path segment (Leaf's leaf.name)"),
+        ));
+    }
+    let pairs = query_pairs(url, query, &["port", "ip"])?;
+    Ok((connect.to_string(), name.to_string(), pairs))
+}
+
+impl RegistryConfig {
+    /// Parses one of: `fixed:7`, `local:///var/lib/leafid/workers`,
+    /// `zookeeper://127.0.0.1:2181/leaf-name?port=8080`,
+    /// `zookeeper-recycle://127.0.0.1:2181/leaf-name`,
+    /// `mysql://user:pass@127.0.0.1:3306/db?port=8080`. `zookeeper` and `mysql` also take
+    /// `&ip=` (default: the host's first non-loopback IPv4 address, as Leaf).
+    /// A bad URL is [`Error::InvalidUrl`] naming the forms that work.
+    pub fn parse(url: &str) -> Result<RegistryConfig> {
+        let url = url.trim();
+        if let Some(rest) = url.strip_prefix("fixed:") {
+            let rest = rest.strip_prefix("//").unwrap_or(rest);
+            let id: u32 = rest.parse().map_err(|_| {
+                bad(
+                    url,
+                    format!("worker id {rest:?} is not a non-negative integer"),
+                )
+            })?;
+            return Ok(RegistryConfig::Fixed(id));
+        }
+        if let Some(rest) = url.strip_prefix("local:") {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(bad(url, "missing lock directory"));
+            }
+            return Ok(RegistryConfig::Local {
+                dir: PathBuf::from(path),
+            });
+        }
+        if let Some(rest) = url.strip_prefix("zookeeper-recycle://") {
+            let (connect, name, pairs) = parse_zk(url, rest)?;
+            let port = get(&pairs, "port").unwrap_or("0").to_string();
+            check_port(url, &port)?;
+            let ip = identity_ip(url, get(&pairs, "ip"))?;
+            return Ok(RegistryConfig::ZookeeperRecycle {
+                connect,
+                name,
+                ip,
+                port,
+            });
+        }
+        if let Some(rest) = url.strip_prefix("zookeeper://") {
+            let (connect, name, pairs) = parse_zk(url, rest)?;
+            let port = get(&pairs, "port")
+                .ok_or_else(|| {
+                    bad(
+                        url,
+                        "missing ?port= (this process's identity, Leaf's leaf.snowflake.port)",
+                    )
+                })?
+                .to_string();
+            check_port(url, &port)?;
+            let ip = identity_ip(url, get(&pairs, "ip"))?;
+            return Ok(RegistryConfig::Zookeeper {
+                connect,
+                name,
+                ip,
+                port,
+            });
+        }
+        if url.starts_with("mysql://") {
+            let mut parsed = url::Url::parse(url).map_err(|e| bad(url, e))?;
+            if parsed.host_str().unwrap_or("").is_empty() {
+                return Err(bad(url, "missing database host"));
+            }
+            if parsed.path().trim_matches('/').is_empty() {
+                return Err(bad(url, "missing database name (mysql://…/db)"));
+            }
+            let mut port = None;
+            let mut ip = None;
+            let mut rest = Vec::new();
+            for (k, v) in parsed.query_pairs() {
+                match k.as_ref() {
+                    "port" => port = Some(v.into_owned()),
+                    "ip" => ip = Some(v.into_owned()),
+                    _ => rest.push((k.into_owned(), v.into_owned())),
+                }
+            }
+            let port = port.ok_or_else(|| {
+                bad(
+                    url,
+                    "missing ?port= (this process's identity in leaf_workerid_alloc)",
+                )
+            })?;
+            check_port(url, &port)?;
+            let ip = identity_ip(url, ip.as_deref())?;
+            if rest.is_empty() {
+                parsed.set_query(None);
+            } else {
+                parsed.query_pairs_mut().clear().extend_pairs(rest);
+            }
+            return Ok(RegistryConfig::Mysql {
+                url: parsed.to_string(),
+                ip,
+                port,
+            });
+        }
+        Err(bad(url, "unknown registry scheme"))
+    }
+
+    /// Builds the registry (no I/O).
+    pub(crate) fn build(&self) -> Result<Arc<dyn WorkerRegistry>> {
+        match self {
+            RegistryConfig::Fixed(id) => Ok(Arc::new(FixedRegistry::new(*id))),
+            RegistryConfig::Local { dir } => Ok(Arc::new(LocalRegistry::new(dir.clone()))),
+            RegistryConfig::Zookeeper { .. }
+            | RegistryConfig::ZookeeperRecycle { .. }
+            | RegistryConfig::Mysql { .. } => Err(Error::InvalidConfig(format!(
+                "the {} worker registry is not part of this build yet; use fixed: or local: for now",
+                self.scheme()
+            ))),
+        }
+    }
+
+    /// The URL scheme, for messages.
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            RegistryConfig::Fixed(_) => "fixed",
+            RegistryConfig::Local { .. } => "local",
+            RegistryConfig::Zookeeper { .. } => "zookeeper",
+            RegistryConfig::ZookeeperRecycle { .. } => "zookeeper-recycle",
+            RegistryConfig::Mysql { .. } => "mysql",
+        }
+    }
+
+    /// Whether a forked child can be given an id of its own by building the registry
+    /// afresh (true for pools: `local`, `zookeeper-recycle`). The other registries
+    /// would hand the child its parent's id.
+    pub fn reacquires_after_fork(&self) -> bool {
+        matches!(
+            self,
+            RegistryConfig::Local { .. } | RegistryConfig::ZookeeperRecycle { .. }
+        )
+    }
+
+    /// Whether the registry persists nothing itself, so the local cache file must be
+    /// written before the issue limit may rise.
+    pub(crate) fn cache_is_only_record(&self) -> bool {
+        matches!(self, RegistryConfig::Fixed(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_fixed_and_local() {
+        assert_eq!(
+            RegistryConfig::parse("fixed:7").unwrap(),
+            RegistryConfig::Fixed(7)
+        );
+        assert_eq!(
+            RegistryConfig::parse("local:///var/lib/leafid/workers").unwrap(),
+            RegistryConfig::Local {
+                dir: "/var/lib/leafid/workers".into()
+            }
+        );
+        assert!(matches!(
+            RegistryConfig::parse("fixed:-1"),
+            Err(Error::InvalidUrl { .. })
+        ));
+        assert!(RegistryConfig::parse("local://").is_err());
+    }
+
+    #[test]
+    fn parses_zookeeper_with_identity() {
+        let c = RegistryConfig::parse(
+            "zookeeper://127.0.0.1:2181,127.0.0.1:2182/com.sankuai.leaf?port=8080&ip=10.0.0.5",
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            RegistryConfig::Zookeeper {
+                connect: "127.0.0.1:2181,127.0.0.1:2182".into(),
+                name: "com.sankuai.leaf".into(),
+                ip: "10.0.0.5".into(),
+                port: "8080".into()
+            }
+        );
+    }
+
+    #[test]
+    fn zookeeper_and_mysql_require_port() {
+        let e = RegistryConfig::parse("zookeeper://127.0.0.1:2181/leaf").unwrap_err();
+        assert!(e.to_string().contains("?port="), "{e}");
+        let e = RegistryConfig::parse("mysql://u:secret@127.0.0.1:3306/db").unwrap_err();
+        assert!(e.to_string().contains("?port="), "{e}");
+        assert!(!e.to_string().contains("secret"), "password leaked: {e}");
+    }
+
+    #[test]
+    fn recycle_port_is_optional() {
+        let c =
+            RegistryConfig::parse("zookeeper-recycle://127.0.0.1:2181/pool?ip=10.1.1.1").unwrap();
+        assert!(matches!(c, RegistryConfig::ZookeeperRecycle { ref port, .. } if port == "0"));
+    }
+
+    #[test]
+    fn mysql_url_loses_only_identity_params() {
+        let c = RegistryConfig::parse(
+            "mysql://root:pw@127.0.0.1:3307/leafid?port=8080&ip=10.0.0.9&ssl-mode=disabled",
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            RegistryConfig::Mysql {
+                url: "mysql://root:pw@127.0.0.1:3307/leafid?ssl-mode=disabled".into(),
+                ip: "10.0.0.9".into(),
+                port: "8080".into()
+            }
+        );
+    }
+
+    #[test]
+    fn bad_urls_show_the_correct_forms() {
+        for u in [
+            "",
+            "redis://x",
+            "zookeeper://127.0.0.1/leaf?port=1",
+            "zookeeper://127.0.0.1:2181/?port=1",
+            "zookeeper://127.0.0.1:2181/a/b?port=1",
+            "zookeeper://127.0.0.1:2181/a?port=1&bogus=2",
+            "mysql://127.0.0.1:3306/?port=1",
+        ] {
+            let e = RegistryConfig::parse(u).unwrap_err();
+            assert!(matches!(e, Error::InvalidUrl { .. }), "{u}: {e}");
+            assert!(e.to_string().contains("fixed:7"), "{u}: {e}");
+        }
+    }
+}

@@ -462,12 +462,15 @@ impl Core {
     fn after_fork(self: &Arc<Self>) -> Result<()> {
         let target = runtime::fork_epoch();
         if !self.settings.registry.reacquires_after_fork() {
-            return Err(Error::InvalidConfig(format!(
-                "this snowflake generator ({} registry) was created before fork(); its worker id belongs to the \
-                 parent process. Create the generator after the fork, or use a local: or zookeeper-recycle: \
-                 registry, which give each process its own worker id",
-                self.settings.registry.scheme()
-            )));
+            // The id belongs to the parent; only pool registries can give the child its own.
+            return runtime::refuse_after_fork(
+                self.epoch.load(Ordering::Acquire),
+                &format!(
+                    "this snowflake generator ({} registry: its worker id belongs to the parent process; \
+                     local: and zookeeper-recycle: registries give each process its own id)",
+                    self.settings.registry.scheme()
+                ),
+            );
         }
         // One thread re-acquires; the others wait for it.
         // Acquire/Release on the claim: the waiter that sees it cleared sees the new session.

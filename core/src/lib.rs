@@ -34,4 +34,6 @@ pub mod snowflake;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use segment::{SegmentGenerator, SegmentOptions, SegmentStats, TagHandle, TagStats};
-pub use snowflake::{decode, DecodedId, Layout, RegistryConfig, SnowflakeBuilder, SnowflakeGenerator};
+pub use snowflake::{
+    decode, DecodedId, Layout, RegistryConfig, SnowflakeBuilder, SnowflakeGenerator,
+};

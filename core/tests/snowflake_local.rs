@@ -51,6 +51,9 @@ struct Worker {
     ids: Vec<i64>,
 }
 
+// The child is returned to the caller, which waits for it (or the test fails and the
+// child exits when its stdin closes with the test process).
+#[allow(clippy::zombie_processes)]
 fn spawn_child(dir: &Path, cache: &Path) -> Worker {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([

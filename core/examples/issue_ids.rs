@@ -5,8 +5,9 @@
 //! cargo run -p leafid --example issue_ids -- segment URL TAG SECONDS OUT
 //! cargo run -p leafid --example issue_ids -- snowflake REGISTRY_URL SECONDS OUT
 //! ```
-//! It issues for SECONDS seconds as fast as it can, then prints one JSON summary line
-//! (`{"ids":N,"errors":N,"first_error":"…"}`) to stdout.
+//! It issues for SECONDS seconds, at most `LEAFID_WORKER_RATE` ids per second (default
+//! 50 000), writes each error as `unix_ms CODE` to `OUT.err`, then prints one JSON
+//! summary line (`{"ids":N,"errors":N,"first_error":"…"}`) to stdout.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -34,10 +35,20 @@ fn main() {
         };
     let file = std::fs::File::create(&out).expect("cannot create the output file");
     let mut file = std::io::BufWriter::new(file);
+    let mut error_log = std::fs::File::create(format!("{out}.err")).expect("cannot create OUT.err");
+    let rate: f64 = std::env::var("LEAFID_WORKER_RATE")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(50_000.0);
     let (mut ids, mut errors, mut first_error) = (0u64, 0u64, String::new());
-    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(seconds);
     while Instant::now() < deadline {
-        for _ in 0..256 {
+        if ids as f64 > rate * start.elapsed().as_secs_f64() {
+            std::thread::sleep(Duration::from_millis(1));
+            continue;
+        }
+        for _ in 0..64 {
             match next() {
                 Ok(id) => {
                     ids += 1;
@@ -45,6 +56,11 @@ fn main() {
                 }
                 Err(e) => {
                     errors += 1;
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap()
+                        .as_millis();
+                    writeln!(error_log, "{now} {}", e.code()).unwrap();
                     if first_error.is_empty() {
                         first_error = format!("{}: {e}", e.code());
                     }
@@ -65,9 +81,20 @@ fn main() {
 
 type Next = Box<dyn FnMut() -> leafid::Result<i64>>;
 
-fn snowflake(_registry: &str, _seconds: &str, _out: &str) -> (Next, f64, String) {
-    eprintln!("snowflake mode is not built into this worker yet");
-    std::process::exit(2);
+fn snowflake(registry: &str, seconds: &str, out: &str) -> (Next, f64, String) {
+    let mut builder = leafid::snowflake::SnowflakeGenerator::builder()
+        .registry_url(registry)
+        .unwrap_or_else(|e| fail(&e));
+    if let Ok(dir) = std::env::var("LEAFID_CACHE_DIR") {
+        builder = builder.cache_dir(dir);
+    }
+    let gen = builder.build_blocking().unwrap_or_else(|e| fail(&e));
+    eprintln!("worker id {}", gen.worker_id());
+    (
+        Box::new(move || gen.next_id()),
+        seconds.parse().expect("SECONDS"),
+        out.to_string(),
+    )
 }
 
 fn fail(e: &leafid::Error) -> ! {

@@ -1,0 +1,64 @@
+"""Python worker of the cross-language runs; the same command line as the Rust
+worker (core/examples/issue_ids.rs):
+
+    python worker.py segment URL TAG SECONDS OUT
+    python worker.py snowflake REGISTRY_URL SECONDS OUT
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import leafid
+
+
+def main() -> int:
+    args = sys.argv[1:]
+    try:
+        if args[0] == "segment":
+            url, tag, seconds, out = args[1], args[2], float(args[3]), args[4]
+            gen = leafid.SegmentGenerator(url)
+            next_id = gen.tag(tag).next_id
+        else:
+            registry, seconds, out = args[1], float(args[2]), args[3]
+            gen = leafid.SnowflakeGenerator(
+                registry=registry, cache_dir=os.environ.get("LEAFID_CACHE_DIR")
+            )
+            next_id = gen.next_id
+    except leafid.LeafError as e:
+        print(json.dumps({"ids": 0, "errors": 1, "first_error": f"{e.code}: {e}"}))
+        return 1
+    rate = float(os.environ.get("LEAFID_WORKER_RATE", "50000"))
+    ids = errors = 0
+    first_error = ""
+    start = time.monotonic()
+    deadline = start + seconds
+    with open(out, "w") as f, open(out + ".err", "w") as err_log:
+        while time.monotonic() < deadline:
+            if ids > rate * (time.monotonic() - start):
+                time.sleep(0.001)
+                continue
+            lines = []
+            for _ in range(64):
+                try:
+                    lines.append(str(next_id()))
+                except leafid.LeafError as e:
+                    errors += 1
+                    err_log.write(f"{int(time.time() * 1000)} {e.code}\n")
+                    first_error = first_error or f"{e.code}: {e}"
+                    time.sleep(0.005)
+                    break
+            ids += len(lines)
+            if lines:
+                f.write("\n".join(lines) + "\n")
+            f.flush()
+            err_log.flush()
+    print(json.dumps({"ids": ids, "errors": errors, "first_error": first_error}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -69,6 +69,35 @@ impl SqliteStore {
     }
 }
 
+/// Runs `op` again while SQLite reports the file busy. The busy timeout covers most
+/// waits, but SQLite returns `SQLITE_BUSY` at once in a few cases (two processes opening
+/// a new file and switching it to WAL together, a read transaction that must become a
+/// write one); those are retried here for up to the same 10 s.
+async fn retry_busy<T, F, Fut>(mut op: F) -> std::result::Result<T, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<T, sqlx::Error>>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match op().await {
+            Err(sqlx::Error::Database(db))
+                // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with any extended code bits.
+                if db
+                    .code()
+                    .and_then(|c| c.parse::<i32>().ok())
+                    .is_some_and(|c| matches!(c & 0xff, 5 | 6))
+                    && std::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
 impl SegmentStore for SqliteStore {
     fn allocate<'a>(
         &'a self,
@@ -76,23 +105,24 @@ impl SegmentStore for SqliteStore {
         step: Option<i64>,
     ) -> BoxFuture<'a, Result<Allocation>> {
         Box::pin(async move {
-            let row = match step {
+            let row = retry_busy(|| {
+                match step {
                 None => sqlx::query(
                     "UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP \
                      WHERE biz_tag = ? RETURNING max_id, step",
                 )
                 .bind(tag)
-                .fetch_optional(self.pool())
-                .await,
+                .fetch_optional(self.pool()),
                 Some(step) => sqlx::query(
                     "UPDATE leaf_alloc SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP \
                      WHERE biz_tag = ? RETURNING max_id, step",
                 )
                 .bind(step)
                 .bind(tag)
-                .fetch_optional(self.pool())
-                .await,
+                .fetch_optional(self.pool()),
             }
+            })
+            .await
             .map_err(db_error)?;
             let row = row.ok_or_else(|| Error::TagNotFound { tag: tag.into() })?;
             Ok(Allocation {
@@ -104,10 +134,10 @@ impl SegmentStore for SqliteStore {
 
     fn tags(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         Box::pin(async move {
-            let rows = sqlx::query("SELECT biz_tag FROM leaf_alloc")
-                .fetch_all(self.pool())
-                .await
-                .map_err(db_error)?;
+            let rows =
+                retry_busy(|| sqlx::query("SELECT biz_tag FROM leaf_alloc").fetch_all(self.pool()))
+                    .await
+                    .map_err(db_error)?;
             rows.iter()
                 .map(|r| r.try_get::<String, _>(0).map_err(db_error))
                 .collect()
@@ -139,8 +169,7 @@ impl SegmentStore for SqliteStore {
 
     fn create_table(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
-            sqlx::raw_sql(CREATE_TABLE)
-                .execute(self.pool())
+            retry_busy(|| sqlx::raw_sql(CREATE_TABLE).execute(self.pool()))
                 .await
                 .map_err(db_error)?;
             Ok(())
@@ -155,14 +184,16 @@ impl SegmentStore for SqliteStore {
         description: &'a str,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let result = sqlx::query(
-                "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
-            )
-            .bind(tag)
-            .bind(start)
-            .bind(step)
-            .bind(description)
-            .execute(self.pool())
+            let result = retry_busy(|| {
+                sqlx::query(
+                    "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
+                )
+                .bind(tag)
+                .bind(start)
+                .bind(step)
+                .bind(description)
+                .execute(self.pool())
+            })
             .await;
             match result {
                 Ok(_) => Ok(()),

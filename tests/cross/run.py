@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+"""Rust, Python and Node processes issuing ids at once from one MySQL table and one
+ZooKeeper tree, for every registry mode, then the same under faults. Every id is kept
+and checked by core/examples/check_ids.rs: not one duplicate, ids strictly increasing
+within each process.
+
+    python3 tests/cross/run.py            # needs scripts/services.sh's variables
+    python3 tests/cross/run.py --only faults
+
+Workers: core/examples/issue_ids.rs, tests/cross/worker.py, tests/cross/worker.js (one
+command line for all three). The Python worker runs on $LEAFID_PYTHON (default: the
+test venv of scripts/test-python.sh); the Node worker on the package `npm install`
+built at the repository root. What each fault did to the run (ids issued, errors
+callers saw, time to recover) is printed as a table and written to
+target/cross-report.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TARGET = os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target"))
+EXAMPLES = os.path.join(TARGET, "debug", "examples")
+# LEAFID_CROSS_LANGS=rust,python narrows a run while a binding is being worked on.
+LANGS = tuple(os.environ.get("LEAFID_CROSS_LANGS", "rust,python,node").split(","))
+
+
+def env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        sys.exit(f"cross: {name} is not set; run `eval \"$(scripts/services.sh start)\"` first")
+    return value
+
+
+def python_bin() -> str:
+    return os.environ.get("LEAFID_PYTHON") or os.path.join(ROOT, ".venv-test", "bin", "python")
+
+
+@dataclass
+class Worker:
+    lang: str
+    out: str
+    proc: subprocess.Popen[str]
+    summary: dict[str, object] = field(default_factory=dict)
+
+
+class Run:
+    """One phase's workers and output files."""
+
+    def __init__(self, tmp: str, name: str) -> None:
+        self.dir = os.path.join(tmp, name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.workers: list[Worker] = []
+        self.count = 0
+
+    def start(self, lang: str, args: list[str], extra_env: dict[str, str] | None = None,
+              prefix: list[str] | None = None) -> Worker:
+        self.count += 1
+        out = os.path.join(self.dir, f"{self.count:03d}-{lang}.txt")
+        if lang == "rust":
+            cmd = [os.path.join(EXAMPLES, "issue_ids")]
+        elif lang == "python":
+            cmd = [python_bin(), os.path.join(ROOT, "tests", "cross", "worker.py")]
+        else:
+            cmd = ["node", os.path.join(ROOT, "tests", "cross", "worker.js")]
+        # The output file is the last argument of every mode.
+        e = dict(os.environ)
+        e["LEAFID_CACHE_DIR"] = os.path.join(self.dir, f"cache-{self.count:03d}")
+        e.update(extra_env or {})
+        proc = subprocess.Popen((prefix or []) + cmd + args + [out], env=e, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        w = Worker(lang, out, proc)
+        self.workers.append(w)
+        return w
+
+    def wait(self) -> list[str]:
+        """Waits for every worker; returns the problems found."""
+        problems = []
+        for w in self.workers:
+            stdout, stderr = w.proc.communicate(timeout=120)
+            lines = [l for l in stdout.splitlines() if l.startswith("{")]
+            w.summary = json.loads(lines[-1]) if lines else {}
+            killed = w.proc.returncode == -signal.SIGKILL
+            if w.proc.returncode != 0 and not killed:
+                problems.append(f"{w.lang} worker {w.out} exited {w.proc.returncode}: "
+                                f"{w.summary or stderr.strip()[-400:]}")
+        return problems
+
+    def files(self) -> list[str]:
+        return [w.out for w in self.workers if os.path.exists(w.out)]
+
+
+def check(files: list[str]) -> dict[str, object]:
+    res = subprocess.run([os.path.join(EXAMPLES, "check_ids")] + files, text=True,
+                         capture_output=True)
+    result = json.loads(res.stdout.strip().splitlines()[-1])
+    result["ok"] = res.returncode == 0
+    return result
+
+
+def mysql(sql: str) -> None:
+    u = urllib.parse.urlparse(env("LEAFID_MYSQL_URL"))
+    subprocess.run(["mariadb", "-h", u.hostname or "127.0.0.1", "-P", str(u.port or 3306),
+                    "-u", u.username or "root", f"-p{u.password or ''}", u.path.lstrip("/"),
+                    "-e", sql], check=True)
+
+
+def services(*args: str) -> None:
+    subprocess.run(["bash", os.path.join(ROOT, "scripts", "services.sh"), *args], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+SQLITE_TABLE = """CREATE TABLE IF NOT EXISTS leaf_alloc (
+  biz_tag TEXT NOT NULL DEFAULT '' PRIMARY KEY, max_id INTEGER NOT NULL DEFAULT 1,
+  step INTEGER NOT NULL, description TEXT DEFAULT NULL,
+  update_time TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"""
+
+
+def new_mysql_tag(name: str, step: int) -> str:
+    mysql("CREATE TABLE IF NOT EXISTS leaf_alloc (biz_tag varchar(128) NOT NULL DEFAULT '', "
+          "max_id bigint(20) NOT NULL DEFAULT '1', step int(11) NOT NULL, "
+          "description varchar(256) DEFAULT NULL, update_time timestamp NOT NULL DEFAULT "
+          "CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (biz_tag)) ENGINE=InnoDB")
+    mysql(f"INSERT INTO leaf_alloc (biz_tag, max_id, step, description) "
+          f"VALUES ('{name}', 1, {step}, 'cross-language run')")
+    return name
+
+
+def registries(tag: str) -> dict[str, list[str]]:
+    """Registry URLs, one per worker slot, for each snowflake mode."""
+    zk, my = env("LEAFID_ZK"), env("LEAFID_MYSQL_URL")
+    return {
+        "zookeeper": [f"zookeeper://{zk}/{tag}-zk?port={9000 + i}" for i in range(6)],
+        "zookeeper-recycle": [f"zookeeper-recycle://{zk}/{tag}-rc?port={9100 + i}"
+                              for i in range(6)],
+        "mysql": [f"{my}?port={9200 + i}" for i in range(6)],
+    }
+
+
+def uniqueness(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[str, object], list[str]]]:
+    """Two processes per language on each mode, all at once, no fault."""
+    results = []
+    tag = new_mysql_tag(f"cross-{stamp}", 1000)
+    run = Run(tmp, "segment-mysql")
+    for i, lang in enumerate(LANGS * 2):
+        run.start(lang, ["segment", env("LEAFID_MYSQL_URL"), tag, str(seconds)])
+    problems = run.wait()
+    results.append(("segment, MySQL leaf_alloc", check(run.files()), problems))
+
+    db = os.path.join(tmp, "shared.db")
+    with sqlite3.connect(db) as c:
+        c.execute(SQLITE_TABLE)
+        c.execute("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('cross', 1, 1000)")
+    run = Run(tmp, "segment-sqlite")
+    for lang in LANGS * 2:
+        run.start(lang, ["segment", f"sqlite://{db}", "cross", str(seconds)])
+    problems = run.wait()
+    results.append(("segment, one SQLite file", check(run.files()), problems))
+
+    modes = registries(f"cross-{stamp}")
+    modes["local"] = [f"local://{tmp}/locks"] * 6
+    for mode, urls in modes.items():
+        run = Run(tmp, f"snowflake-{mode}")
+        for i, lang in enumerate(LANGS * 2):
+            run.start(lang, ["snowflake", urls[i], str(seconds)])
+        problems = run.wait()
+        results.append((f"snowflake, {mode}", check(run.files()), problems))
+    return results
+
+
+@dataclass
+class Fault:
+    name: str
+    start: float
+    end: float
+    codes: dict[str, int] = field(default_factory=dict)
+    recovered_ms: int | None = None
+
+
+def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fault], dict[str, int]]:
+    """One 24-second run with every fault injected in turn while all modes issue."""
+    run = Run(tmp, "faults")
+    tag = new_mysql_tag(f"cross-fault-{stamp}", 2000)
+    modes = registries(f"cross-fault-{stamp}")
+    recycle = [u + "&session_timeout_ms=2000" for u in modes["zookeeper-recycle"]]
+    seconds = 24.0
+    t0 = time.time()
+
+    def spawn_all(kind: str, i: int, lang: str) -> Worker:
+        left = str(max(1.0, seconds - (time.time() - t0)))
+        if kind == "segment":
+            return run.start(lang, ["segment", env("LEAFID_MYSQL_URL"), tag, left])
+        url = {"zookeeper": modes["zookeeper"], "recycle": recycle, "mysql": modes["mysql"]}[kind][i]
+        return run.start(lang, ["snowflake", url, left])
+
+    live: dict[tuple[str, str], Worker] = {}
+    for i, lang in enumerate(LANGS):
+        for kind in ("segment", "zookeeper", "recycle", "mysql"):
+            live[(kind, lang)] = spawn_all(kind, i, lang)
+    # A Rust snowflake worker whose clock libfaketime moves back 3 s at t=5.
+    clock_file = os.path.join(tmp, "faketime")
+    with open(clock_file, "w") as f:
+        f.write("+0\n")
+    faketime_env = {
+        "LD_PRELOAD": "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "FAKETIME_TIMESTAMP_FILE": clock_file,
+        "FAKETIME_CACHE_DURATION": "0",
+        "FAKETIME_NO_CACHE": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "LEAFID_WORKER_RATE": "5000",
+    }
+    clock_url = f"local://{tmp}/clock-locks"
+    clock_worker = run.start("rust", ["snowflake", clock_url, "10"], faketime_env)
+
+    timeline: list[Fault] = []
+
+    def at(t: float) -> None:
+        time.sleep(max(0.0, t0 + t - time.time()))
+
+    at(3)
+    f = Fault("MariaDB stopped 3 s, restarted", time.time(), 0)
+    services("stop", "mysql")
+    at(5)
+    with open(clock_file, "w") as fh:
+        fh.write("-3s\n")
+    clock = Fault("clock stepped back 3 s (faketime, one Rust process)", time.time(), 0)
+    at(6)
+    services("start", "mysql")
+    f.end = time.time()
+    timeline.append(f)
+    at(8)
+    with open(clock_file, "w") as fh:
+        fh.write("+0\n")
+    clock.end = time.time()
+    timeline.append(clock)
+    at(9)
+    f = Fault("ZooKeeper stopped 3 s, restarted", time.time(), 0)
+    services("stop", "zookeeper")
+    at(12)
+    services("start", "zookeeper")
+    f.end = time.time()
+    timeline.append(f)
+    at(15)
+    f = Fault("SIGKILL + restart: every segment and recycle worker", time.time(), 0)
+    for i, lang in enumerate(LANGS):
+        for kind in ("segment", "recycle"):
+            live[(kind, lang)].proc.send_signal(signal.SIGKILL)
+            live[(kind, lang)].proc.wait()
+            live[(kind, lang)] = spawn_all(kind, i, lang)
+    f.end = time.time()
+    timeline.append(f)
+    # The clock worker ended at t=10; restart it on the same lock directory with its clock
+    # 5 s behind the bound it persisted: it must wait or refuse, never reissue.
+    clock_worker.proc.wait()
+    with open(clock_file, "w") as fh:
+        fh.write("-5s\n")
+    f = Fault("restart with the clock 5 s behind (same local worker id)", time.time(), 0)
+    run.start("rust", ["snowflake", clock_url, "8"], faketime_env)
+    problems = run.wait()
+    f.end = time.time()
+    timeline.append(f)
+    result = check(run.files())
+
+    # Attribute each worker-side error to the fault whose window (plus 20 s) holds it.
+    totals: dict[str, int] = {}
+    errors: list[tuple[float, str]] = []
+    for w in run.workers:
+        if os.path.exists(w.out + ".err"):
+            for line in open(w.out + ".err"):
+                ms, code = line.split()
+                errors.append((int(ms) / 1000, code))
+                totals[code] = totals.get(code, 0) + 1
+    for fault in timeline:
+        last = None
+        for ts, code in errors:
+            if fault.start <= ts <= fault.end + 20:
+                fault.codes[code] = fault.codes.get(code, 0) + 1
+                last = ts if last is None else max(last, ts)
+        fault.recovered_ms = None if last is None else max(0, int((last - fault.end) * 1000))
+    return result, problems, timeline, totals
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", choices=["uniqueness", "faults"])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    opts = parser.parse_args()
+    subprocess.run(["cargo", "build", "-q", "-p", "leafid", "--example", "issue_ids",
+                    "--example", "check_ids"], check=True, cwd=ROOT)
+    stamp = str(int(time.time()))
+    report = ["# Cross-language run", ""]
+    passed = failed = 0
+    with tempfile.TemporaryDirectory(prefix="leafid-cross-") as tmp:
+        if opts.only in (None, "uniqueness"):
+            report += ["| run | processes | ids | duplicates | out of order | result |",
+                       "|---|---|---|---|---|---|"]
+            for name, res, problems in uniqueness(tmp, stamp, opts.seconds):
+                ok = bool(res["ok"]) and not problems and int(res["ids"]) > 0  # type: ignore[call-overload]
+                passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
+                report.append(f"| {name} | {res['files']} | {res['ids']} | {res['duplicates']} "
+                              f"| {res['out_of_order']} | {'ok' if ok else 'FAILED'} |")
+                for p in problems:
+                    report.append(f"  - {p}")
+            report.append("")
+        if opts.only in (None, "faults"):
+            res, problems, timeline, totals = faults(tmp, stamp)
+            ok = bool(res["ok"]) and not problems
+            passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
+            report += [f"Faults, one 24 s run of {res['files']} processes (12 issuing from the "
+                       "start; 6 killed and restarted; 2 under faketime): "
+                       f"{res['ids']} ids, {res['duplicates']} duplicates, "
+                       f"{res['out_of_order']} out of order: {'ok' if ok else 'FAILED'}", "",
+                       "| fault | errors callers saw (by code) | recovered after fault ended |",
+                       "|---|---|---|"]
+            for f in timeline:
+                codes = ", ".join(f"{c} ×{n}" for c, n in sorted(f.codes.items())) or "none"
+                rec = "no errors" if f.recovered_ms is None else f"{f.recovered_ms} ms"
+                report.append(f"| {f.name} | {codes} | {rec} |")
+            report.append(f"\nAll errors by code: {totals}")
+            for p in problems:
+                report.append(f"  - {p}")
+    text = "\n".join(report)
+    print(text)
+    os.makedirs(TARGET, exist_ok=True)
+    with open(os.path.join(TARGET, "cross-report.md"), "w") as f:
+        f.write(text + "\n")
+    print(f"\ncross: {passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,6 +13,19 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 fn main() {
+    // Error times are wall-clock milliseconds as the orchestrator sees them (it passes its
+    // clock at launch), measured on the monotonic clock: a worker whose own wall clock is
+    // faked still reports when its errors really happened.
+    let started = Instant::now();
+    let wall_start: u128 = std::env::var("LEAFID_WALL_START_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis()
+        });
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: issue_ids segment URL TAG SECONDS OUT | snowflake REGISTRY SECONDS OUT";
     let (mut next, seconds, out): (Box<dyn FnMut() -> leafid::Result<i64>>, f64, String) =
@@ -56,10 +69,7 @@ fn main() {
                 }
                 Err(e) => {
                     errors += 1;
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap()
-                        .as_millis();
+                    let now = wall_start + started.elapsed().as_millis();
                     writeln!(error_log, "{now} {}", e.code()).unwrap();
                     if first_error.is_empty() {
                         first_error = format!("{}: {e}", e.code());

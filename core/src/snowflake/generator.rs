@@ -43,9 +43,33 @@ const STALL_LIMIT_MS: u32 = 1_000;
 const RENEW_BACKOFF_MS: i64 = 100;
 
 /// Options of a generator, with their defaults; see the builder's methods.
+/// Where worker ids come from.
+#[derive(Debug, Clone)]
+enum Source {
+    Config(RegistryConfig),
+    Custom(Arc<dyn WorkerRegistry>),
+}
+
+impl Source {
+    fn scheme(&self) -> &'static str {
+        match self {
+            Source::Config(c) => c.scheme(),
+            Source::Custom(_) => "custom",
+        }
+    }
+
+    fn reacquires_after_fork(&self) -> bool {
+        matches!(self, Source::Config(c) if c.reacquires_after_fork())
+    }
+
+    fn cache_is_only_record(&self) -> bool {
+        matches!(self, Source::Config(c) if c.cache_is_only_record())
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Settings {
-    registry: RegistryConfig,
+    registry: Source,
     cache_dir: PathBuf,
     max_backward_ms: i64,
     heartbeat: Duration,
@@ -59,7 +83,7 @@ struct Settings {
 /// start-up for a clock that is behind the worker's floor.
 #[derive(Debug, Clone)]
 pub struct SnowflakeBuilder {
-    registry: Option<RegistryConfig>,
+    registry: Option<Source>,
     layout: Layout,
     clock: Arc<dyn Clock>,
     cache_dir: Option<PathBuf>,
@@ -87,7 +111,14 @@ impl Default for SnowflakeBuilder {
 impl SnowflakeBuilder {
     /// The worker-id registry (required).
     pub fn registry(mut self, registry: RegistryConfig) -> Self {
-        self.registry = Some(registry);
+        self.registry = Some(Source::Config(registry));
+        self
+    }
+
+    /// A registry of your own (any [`WorkerRegistry`]) instead of a configured one. A
+    /// generator built on it refuses to issue in a forked child.
+    pub fn custom_registry(mut self, registry: Arc<dyn WorkerRegistry>) -> Self {
+        self.registry = Some(Source::Custom(registry));
         self
     }
 
@@ -151,7 +182,7 @@ impl SnowflakeBuilder {
                     .into(),
             )
         })?;
-        if let RegistryConfig::Fixed(id) = registry {
+        if let Source::Config(RegistryConfig::Fixed(id)) = registry {
             self.layout.check_worker_id(id as i64)?;
         }
         if self.heartbeat < Duration::from_millis(10) {
@@ -525,11 +556,12 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
     let settings = &core.settings;
     let (registry, local): (Arc<dyn WorkerRegistry>, Option<Arc<LocalRegistry>>) =
         match &settings.registry {
-            RegistryConfig::Local { dir } => {
+            Source::Config(RegistryConfig::Local { dir }) => {
                 let l = Arc::new(LocalRegistry::new(dir.clone()));
                 (l.clone(), Some(l))
             }
-            other => (other.build()?, None),
+            Source::Config(other) => (other.build()?, None),
+            Source::Custom(r) => (r.clone(), None),
         };
     let cache = WorkerCache::new(&settings.cache_dir, &registry.describe());
     core.limit.set(OPENING_LIMIT);

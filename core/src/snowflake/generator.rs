@@ -560,7 +560,7 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
                 let l = Arc::new(LocalRegistry::new(dir.clone()));
                 (l.clone(), Some(l))
             }
-            Source::Config(other) => (other.build()?, None),
+            Source::Config(other) => (other.build(core.layout.max_worker_id())?, None),
             Source::Custom(r) => (r.clone(), None),
         };
     let cache = WorkerCache::new(&settings.cache_dir, &registry.describe());

@@ -301,8 +301,8 @@ impl RegistryConfig {
         Err(bad(url, "unknown registry scheme"))
     }
 
-    /// Builds the registry (no I/O).
-    pub(crate) fn build(&self) -> Result<Arc<dyn WorkerRegistry>> {
+    /// Builds the registry (no I/O). `max_worker_id` sizes the pools that need it.
+    pub(crate) fn build(&self, _max_worker_id: u32) -> Result<Arc<dyn WorkerRegistry>> {
         match self {
             RegistryConfig::Fixed(id) => Ok(Arc::new(FixedRegistry::new(*id))),
             RegistryConfig::Local { dir } => Ok(Arc::new(LocalRegistry::new(dir.clone()))),
@@ -381,6 +381,24 @@ mod tests {
                 port: "8080".into()
             }
         );
+    }
+
+    #[test]
+    fn identity_ip_defaults_to_a_non_loopback_ipv4_address() {
+        match first_non_loopback_ipv4() {
+            Some(ip) => {
+                let parsed: std::net::Ipv4Addr = ip.parse().unwrap();
+                assert!(!parsed.is_loopback());
+                let c = RegistryConfig::parse("zookeeper://127.0.0.1:2181/leaf?port=8080").unwrap();
+                assert!(matches!(c, RegistryConfig::Zookeeper { ip: ref got, .. } if *got == ip));
+            }
+            None => {
+                // A host with loopback only: the URL must name its ip.
+                let e =
+                    RegistryConfig::parse("zookeeper://127.0.0.1:2181/leaf?port=8080").unwrap_err();
+                assert!(e.to_string().contains("?ip="), "{e}");
+            }
+        }
     }
 
     #[test]

@@ -55,7 +55,13 @@ struct Worker {
 // child exits when its stdin closes with the test process).
 #[allow(clippy::zombie_processes)]
 fn spawn_child(dir: &Path, cache: &Path) -> Worker {
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    spawn_child_with(Command::new(std::env::current_exe().unwrap()), dir, cache)
+}
+
+// As above: the caller waits for the child.
+#[allow(clippy::zombie_processes)]
+fn spawn_child_with(mut command: Command, dir: &Path, cache: &Path) -> Worker {
+    let mut child = command
         .args([
             "--ignored",
             "--exact",
@@ -347,4 +353,45 @@ fn fork_child_takes_its_own_worker_id() {
         parts[2], "refused",
         "a fixed-id generator must refuse in the child"
     );
+}
+
+#[test]
+fn restart_with_the_clock_set_back_never_reissues_a_killed_processes_ids() {
+    // Leaf issue #216 with whole processes: the first holder of an id is SIGKILLed,
+    // the next one starts with its clock one second behind (libfaketime). It must wait
+    // until its clock passes everything the first may have issued.
+    let faketime = Path::new("/usr/bin/faketime");
+    assert!(
+        faketime.exists(),
+        "this test needs faketime (Debian package `faketime`): apt-get install faketime"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let caches = tempfile::tempdir().unwrap();
+    let mut first = spawn_child(dir.path(), &caches.path().join("a"));
+    let last_issued = first
+        .ids
+        .iter()
+        .map(|&i| leafid::decode(i, &Default::default()).timestamp_ms)
+        .max()
+        .unwrap();
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    let mut behind = Command::new(faketime);
+    behind
+        .arg("-f")
+        .arg("-1s")
+        .arg(std::env::current_exe().unwrap());
+    let mut second = spawn_child_with(behind, dir.path(), &caches.path().join("b"));
+    assert_eq!(second.worker_id, first.worker_id);
+    let first_ts = leafid::decode(second.ids[0], &Default::default()).timestamp_ms;
+    assert!(
+        first_ts > last_issued,
+        "restarted worker issued at {first_ts}, not above its predecessor's {last_issued}"
+    );
+    let earlier: HashSet<i64> = first.ids.iter().copied().collect();
+    assert!(second.ids.iter().all(|id| !earlier.contains(id)));
+    // A clean exit through stdin: killing faketime would orphan the program it runs.
+    drop(second.child.stdin.take());
+    assert!(second.child.wait().unwrap().success());
 }

@@ -460,9 +460,17 @@ impl Core {
         let session = self.session().ok_or(Error::Closed)?;
         let core = self.clone();
         let bound = now + self.settings.lookahead_ms;
-        match runtime::block_on(async move { persist(&core, &session, bound).await }) {
+        let persisted = runtime::block_on(async move {
+            let mut st = session.lease.lock().await;
+            // Another caller (or the heartbeat) may have persisted while this one waited.
+            if core.limit.get() >= now {
+                return Ok(());
+            }
+            persist_locked(&core, &session, &mut st, bound).await
+        });
+        match persisted {
             Ok(()) => Ok(()),
-            Err(Error::Closed) => Err(Error::Closed),
+            Err(e @ (Error::Closed | Error::LeaseLost { .. })) => Err(e),
             Err(e) => {
                 *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = e.to_string();
                 // Release pairs with the Acquire above: a caller that sees the deadline also sees the message.

@@ -142,6 +142,13 @@ impl SegmentGenerator {
         }
     }
 
+    /// The next id of `tag` if it can be had without waiting; `None` otherwise (unknown
+    /// tag included: [`next_id`](Self::next_id) then says what is wrong).
+    #[inline]
+    pub fn try_next_id(&self, tag: &str) -> Option<i64> {
+        self.inner.tags.load().get(tag)?.try_next_id(&self.inner)
+    }
+
     /// `n` ids of `tag`, ascending within each segment.
     pub fn next_ids(&self, tag: &str, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; n];
@@ -250,6 +257,15 @@ impl TagHandle {
         self.buf.next_id(&self.inner)
     }
 
+    /// The next id if it can be had without waiting (the common case), `None` when the
+    /// slow path is needed (segment spent, first load, fork, close). Bindings call this
+    /// while holding their interpreter lock and fall back to [`next_id`](Self::next_id)
+    /// after releasing it.
+    #[inline]
+    pub fn try_next_id(&self) -> Option<i64> {
+        self.buf.try_next_id(&self.inner)
+    }
+
     /// `n` ids, ascending within each segment.
     pub fn next_ids(&self, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; n];
@@ -277,16 +293,23 @@ impl TagBuffer {
 
     #[inline(always)]
     fn next_id(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<i64> {
-        // Relaxed: a fork epoch is written by the child's only thread before it runs us.
-        if self.epoch.load(Ordering::Relaxed) == runtime::fork_epoch() {
-            if let Some(t) = self.ring.take_one() {
-                if t.wants_preload {
-                    self.maybe_preload(inner);
-                }
-                return Ok(t.first);
-            }
+        match self.try_next_id(inner) {
+            Some(id) => Ok(id),
+            None => self.slow(inner, 1).map(|t| t.first),
         }
-        self.slow(inner, 1).map(|t| t.first)
+    }
+
+    #[inline(always)]
+    fn try_next_id(self: &Arc<Self>, inner: &Arc<Inner>) -> Option<i64> {
+        // Relaxed: a fork epoch is written by the child's only thread before it runs us.
+        if self.epoch.load(Ordering::Relaxed) != runtime::fork_epoch() {
+            return None;
+        }
+        let t = self.ring.take_one()?;
+        if t.wants_preload {
+            self.maybe_preload(inner);
+        }
+        Some(t.first)
     }
 
     fn fill(self: &Arc<Self>, inner: &Arc<Inner>, out: &mut [i64]) -> Result<()> {

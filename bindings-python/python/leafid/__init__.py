@@ -1,0 +1,100 @@
+"""leafid: Meituan Leaf's segment and snowflake ids, issued in-process.
+
+>>> import leafid
+>>> gen = leafid.SegmentGenerator("sqlite:///tmp/ids.db")   # doctest: +SKIP
+>>> order = gen.tag("order")                                # doctest: +SKIP
+>>> next(order)                                             # doctest: +SKIP
+1
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import NamedTuple, Optional
+
+from ._errors import (
+    ClockBehindRegistry,
+    ClockError,
+    ClockMovedBackwards,
+    Closed,
+    ConfigError,
+    InvalidConfig,
+    InvalidTag,
+    InvalidUrl,
+    Io,
+    LeafError,
+    LeaseLost,
+    Malformed,
+    RegistryUnavailable,
+    SegmentsExhausted,
+    StoreUnavailable,
+    TableMissing,
+    TagExists,
+    TagNotFound,
+    TimestampOverflow,
+    UnavailableError,
+    WorkerIdExhausted,
+    WorkerIdOutOfRange,
+)
+from ._leafid import (
+    LEAF_EPOCH_MS,
+    Layout,
+    SegmentGenerator,
+    SnowflakeGenerator,
+    TagHandle,
+    TagStats,
+)
+from ._leafid import decode as _decode
+
+
+class DecodedId(NamedTuple):
+    """The parts of a snowflake id."""
+
+    timestamp_ms: int
+    worker_id: int
+    sequence: int
+
+    @property
+    def datetime(self) -> _dt.datetime:
+        """The timestamp as an aware UTC datetime."""
+        return _dt.datetime.fromtimestamp(self.timestamp_ms / 1000, tz=_dt.timezone.utc)
+
+
+def decode(id: int, layout: Optional[Layout] = None) -> DecodedId:
+    """Splits a snowflake id into timestamp, worker id and sequence (Leaf's layout by
+    default)."""
+    return DecodedId(*_decode(id, layout))
+
+
+__all__ = [
+    "LEAF_EPOCH_MS",
+    "ClockBehindRegistry",
+    "ClockError",
+    "ClockMovedBackwards",
+    "Closed",
+    "ConfigError",
+    "DecodedId",
+    "InvalidConfig",
+    "InvalidTag",
+    "InvalidUrl",
+    "Io",
+    "Layout",
+    "LeafError",
+    "LeaseLost",
+    "Malformed",
+    "RegistryUnavailable",
+    "SegmentGenerator",
+    "SegmentsExhausted",
+    "SnowflakeGenerator",
+    "StoreUnavailable",
+    "TableMissing",
+    "TagExists",
+    "TagHandle",
+    "TagNotFound",
+    "TagStats",
+    "TimestampOverflow",
+    "UnavailableError",
+    "WorkerIdExhausted",
+    "WorkerIdOutOfRange",
+    "decode",
+]

@@ -1,0 +1,169 @@
+"""Type stubs of leafid (the native classes live in ``leafid._leafid``)."""
+
+import datetime
+from os import PathLike
+from types import TracebackType
+from typing import Iterator, NamedTuple, Optional, Union
+
+from ._errors import (
+    ClockBehindRegistry as ClockBehindRegistry,
+    ClockError as ClockError,
+    ClockMovedBackwards as ClockMovedBackwards,
+    Closed as Closed,
+    ConfigError as ConfigError,
+    InvalidConfig as InvalidConfig,
+    InvalidTag as InvalidTag,
+    InvalidUrl as InvalidUrl,
+    Io as Io,
+    LeafError as LeafError,
+    LeaseLost as LeaseLost,
+    Malformed as Malformed,
+    RegistryUnavailable as RegistryUnavailable,
+    SegmentsExhausted as SegmentsExhausted,
+    StoreUnavailable as StoreUnavailable,
+    TableMissing as TableMissing,
+    TagExists as TagExists,
+    TagNotFound as TagNotFound,
+    TimestampOverflow as TimestampOverflow,
+    UnavailableError as UnavailableError,
+    WorkerIdExhausted as WorkerIdExhausted,
+    WorkerIdOutOfRange as WorkerIdOutOfRange,
+)
+
+LEAF_EPOCH_MS: int
+"""Leaf's default epoch, 2010-11-04T01:42:54.657Z, in ms since the Unix epoch."""
+
+class TagStats:
+    """One tag's state, as Leaf's /cache page shows it, plus refill figures."""
+
+    @property
+    def tag(self) -> str: ...
+    @property
+    def initialized(self) -> bool: ...
+    @property
+    def current(self) -> int:
+        """Index (0 or 1) of the current segment in ``segments``."""
+    @property
+    def next_ready(self) -> bool: ...
+    @property
+    def segments(self) -> list[tuple[int, int, int]]:
+        """``(value, max, step)`` of both segments."""
+    @property
+    def step(self) -> int: ...
+    @property
+    def min_step(self) -> int: ...
+    @property
+    def refills(self) -> int: ...
+    @property
+    def last_refill(self) -> Optional[float]:
+        """Seconds the latest refill took."""
+    @property
+    def last_error(self) -> Optional[str]: ...
+
+class TagHandle:
+    """The fast way to issue ids for one tag; also an endless iterator."""
+
+    @property
+    def tag(self) -> str: ...
+    def next_id(self) -> int: ...
+    def next_ids(self, n: int) -> list[int]: ...
+    def __iter__(self) -> Iterator[int]: ...
+    def __next__(self) -> int: ...
+
+class SegmentGenerator:
+    """Issues ids for the tags of one ``leaf_alloc`` table (``mysql://…``,
+    ``sqlite://path`` or ``memory:``)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        wait_timeout: float = 1.0,
+        refresh_interval: float = 60.0,
+        create_table: bool = False,
+        double_buffer: bool = True,
+        max_step: int = 1_000_000,
+    ) -> None: ...
+    def next_id(self, tag: str) -> int: ...
+    def next_ids(self, tag: str, n: int) -> list[int]: ...
+    def tag(self, tag: str) -> TagHandle: ...
+    def tags(self) -> list[str]: ...
+    def create_tag(
+        self, tag: str, start: int = 1, step: int = 1000, description: str = ""
+    ) -> None: ...
+    def create_table(self) -> None: ...
+    def refresh(self) -> None: ...
+    def stats(self) -> list[TagStats]: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "SegmentGenerator": ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class Layout:
+    """How the 63 bits of a snowflake id are split, and the epoch."""
+
+    def __init__(
+        self,
+        timestamp_bits: int = 41,
+        worker_bits: int = 10,
+        sequence_bits: int = 12,
+        epoch_ms: int = ...,
+    ) -> None: ...
+    @property
+    def timestamp_bits(self) -> int: ...
+    @property
+    def worker_bits(self) -> int: ...
+    @property
+    def sequence_bits(self) -> int: ...
+    @property
+    def epoch_ms(self) -> int: ...
+    @property
+    def max_worker_id(self) -> int: ...
+
+class SnowflakeGenerator:
+    """Issues snowflake ids with a worker id from a registry: ``fixed:7``,
+    ``local:///dir``, ``zookeeper://host:port/name?port=P``,
+    ``zookeeper-recycle://host:port/name``, ``mysql://user:pass@host/db?port=P``."""
+
+    def __init__(
+        self,
+        registry: str,
+        *,
+        layout: Optional[Layout] = None,
+        cache_dir: Union[str, PathLike[str], None] = None,
+        heartbeat: float = 3.0,
+        max_backward: float = 0.005,
+        startup_wait: float = 10.0,
+    ) -> None: ...
+    def next_id(self) -> int: ...
+    def next_ids(self, n: int) -> list[int]: ...
+    def __iter__(self) -> Iterator[int]: ...
+    def __next__(self) -> int: ...
+    @property
+    def worker_id(self) -> int: ...
+    @property
+    def layout(self) -> Layout: ...
+    def close(self) -> None: ...
+    def __enter__(self) -> "SnowflakeGenerator": ...
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class DecodedId(NamedTuple):
+    """The parts of a snowflake id."""
+
+    timestamp_ms: int
+    worker_id: int
+    sequence: int
+    @property
+    def datetime(self) -> datetime.datetime: ...
+
+def decode(id: int, layout: Optional[Layout] = None) -> DecodedId:
+    """Splits a snowflake id into timestamp, worker id and sequence."""

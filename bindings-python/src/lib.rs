@@ -1,0 +1,26 @@
+//! Python bindings of leafid: the extension module `leafid._leafid`.
+//!
+//! Conversions only. Each file mirrors a core module: `segment.rs` wraps
+//! `leafid::segment`, `snowflake.rs` wraps `leafid::snowflake`, `error.rs` maps
+//! `leafid::Error` to the exception classes of `leafid/_errors.py`, `logging.rs` forwards
+//! the core's `tracing` events to Python's `logging`.
+
+use pyo3::prelude::*;
+
+mod error;
+mod logging;
+mod segment;
+mod snowflake;
+
+#[pymodule]
+fn _leafid(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    logging::install();
+    m.add_class::<segment::PySegmentGenerator>()?;
+    m.add_class::<segment::PyTagHandle>()?;
+    m.add_class::<segment::PyTagStats>()?;
+    m.add_class::<snowflake::PyLayout>()?;
+    m.add_class::<snowflake::PySnowflakeGenerator>()?;
+    m.add_function(wrap_pyfunction!(snowflake::decode, m)?)?;
+    m.add("LEAF_EPOCH_MS", leafid::snowflake::LEAF_EPOCH_MS)?;
+    Ok(())
+}

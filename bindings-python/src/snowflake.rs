@@ -1,0 +1,162 @@
+//! `leafid.Layout`, `leafid.SnowflakeGenerator`, `leafid._leafid.decode`: wrap
+//! `leafid::snowflake`.
+
+use std::time::Duration;
+
+use leafid::snowflake::{Layout, SnowflakeGenerator, LEAF_EPOCH_MS};
+use pyo3::prelude::*;
+
+use crate::error::{to_py, IntoPy};
+
+/// How the 63 bits of an id are split, and the epoch.
+#[pyclass(name = "Layout", module = "leafid", frozen)]
+#[derive(Clone)]
+pub struct PyLayout {
+    inner: Layout,
+}
+
+#[pymethods]
+impl PyLayout {
+    #[new]
+    #[pyo3(signature = (timestamp_bits=41, worker_bits=10, sequence_bits=12, epoch_ms=LEAF_EPOCH_MS))]
+    fn new(
+        timestamp_bits: u8,
+        worker_bits: u8,
+        sequence_bits: u8,
+        epoch_ms: i64,
+    ) -> PyResult<Self> {
+        Ok(PyLayout {
+            inner: Layout::new(timestamp_bits, worker_bits, sequence_bits, epoch_ms).py()?,
+        })
+    }
+
+    #[getter]
+    fn timestamp_bits(&self) -> u8 {
+        self.inner.timestamp_bits()
+    }
+    #[getter]
+    fn worker_bits(&self) -> u8 {
+        self.inner.worker_bits()
+    }
+    #[getter]
+    fn sequence_bits(&self) -> u8 {
+        self.inner.sequence_bits()
+    }
+    #[getter]
+    fn epoch_ms(&self) -> i64 {
+        self.inner.epoch_ms()
+    }
+    #[getter]
+    fn max_worker_id(&self) -> u32 {
+        self.inner.max_worker_id()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Layout(timestamp_bits={}, worker_bits={}, sequence_bits={}, epoch_ms={})",
+            self.inner.timestamp_bits(),
+            self.inner.worker_bits(),
+            self.inner.sequence_bits(),
+            self.inner.epoch_ms()
+        )
+    }
+
+    fn __eq__(&self, other: &Self) -> bool {
+        self.inner == other.inner
+    }
+}
+
+fn duration(s: f64, name: &str) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| {
+        to_py(leafid::Error::InvalidConfig(format!(
+            "{name} must be a non-negative number of seconds, got {s}"
+        )))
+    })
+}
+
+/// Issues snowflake ids with a worker id from a registry.
+#[pyclass(name = "SnowflakeGenerator", module = "leafid", frozen)]
+pub struct PySnowflakeGenerator {
+    inner: SnowflakeGenerator,
+}
+
+#[pymethods]
+impl PySnowflakeGenerator {
+    #[new]
+    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0))]
+    fn new(
+        py: Python<'_>,
+        registry: &str,
+        layout: Option<PyRef<'_, PyLayout>>,
+        cache_dir: Option<std::path::PathBuf>,
+        heartbeat: f64,
+        max_backward: f64,
+        startup_wait: f64,
+    ) -> PyResult<Self> {
+        let mut builder = SnowflakeGenerator::builder()
+            .registry_url(registry)
+            .py()?
+            .heartbeat(duration(heartbeat, "heartbeat")?)
+            .max_backward(duration(max_backward, "max_backward")?)
+            .startup_wait(duration(startup_wait, "startup_wait")?);
+        if let Some(layout) = layout {
+            builder = builder.layout(layout.inner.clone());
+        }
+        if let Some(dir) = cache_dir {
+            builder = builder.cache_dir(dir);
+        }
+        let inner = py.detach(|| builder.build_blocking()).py()?;
+        Ok(PySnowflakeGenerator { inner })
+    }
+
+    fn next_id(&self) -> PyResult<i64> {
+        self.inner.next_id().py()
+    }
+
+    fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
+        py.detach(|| self.inner.next_ids(n)).py()
+    }
+
+    fn __iter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __next__(&self) -> PyResult<i64> {
+        self.inner.next_id().py()
+    }
+
+    #[getter]
+    fn worker_id(&self) -> u32 {
+        self.inner.worker_id()
+    }
+
+    #[getter]
+    fn layout(&self) -> PyLayout {
+        PyLayout {
+            inner: self.inner.layout().clone(),
+        }
+    }
+
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| self.inner.close());
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.close(py);
+        false
+    }
+}
+
+/// `(timestamp_ms, worker_id, sequence)` of an id; `leafid.decode` names the fields.
+#[pyfunction]
+#[pyo3(signature = (id, layout=None))]
+pub fn decode(id: i64, layout: Option<PyRef<'_, PyLayout>>) -> (i64, u32, u32) {
+    let layout = layout.map(|l| l.inner.clone()).unwrap_or_default();
+    let d = leafid::snowflake::decode(id, &layout);
+    (d.timestamp_ms, d.worker_id, d.sequence)
+}

@@ -21,6 +21,7 @@ fn _leafid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<snowflake::PyLayout>()?;
     m.add_class::<snowflake::PySnowflakeGenerator>()?;
     m.add_function(wrap_pyfunction!(snowflake::decode, m)?)?;
+    m.add_function(wrap_pyfunction!(logging::_shutdown_logging, m)?)?;
     m.add("LEAF_EPOCH_MS", leafid::snowflake::LEAF_EPOCH_MS)?;
     Ok(())
 }

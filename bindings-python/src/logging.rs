@@ -5,6 +5,7 @@
 //! when full, events are dropped rather than slowing the core.
 
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::Mutex;
 
@@ -14,6 +15,12 @@ use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 type Record = (u8, String, String);
+
+/// Set by `shutdown` (an `atexit` hook): from then on nothing is forwarded, because
+/// taking the GIL while the interpreter finalizes aborts the process.
+static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+/// Held by the forwarding thread while it is inside Python.
+static FORWARDING: Mutex<()> = Mutex::new(());
 
 /// The sender of this process; rebuilt in a forked child, whose forwarding thread did
 /// not come along.
@@ -32,6 +39,10 @@ fn sender() -> SyncSender<Record> {
         .name("leafid-log".into())
         .spawn(move || {
             for (level, target, message) in rx {
+                let _inside = FORWARDING.lock().unwrap_or_else(|p| p.into_inner());
+                if SHUTDOWN.load(Ordering::Acquire) {
+                    return;
+                }
                 Python::attach(|py| {
                     let logged = PyModule::import(py, "logging")
                         .and_then(|logging| logging.call_method1("getLogger", ("leafid",)))
@@ -99,4 +110,14 @@ impl<S: Subscriber> Layer<S> for Forward {
 pub fn install() {
     let subscriber = tracing_subscriber::registry().with(Forward);
     let _ = tracing::subscriber::set_global_default(subscriber);
+}
+
+/// Stops forwarding before the interpreter finalizes; registered with `atexit` by
+/// `leafid/__init__.py`.
+#[pyfunction]
+pub fn _shutdown_logging(py: Python<'_>) {
+    SHUTDOWN.store(true, Ordering::Release);
+    // Wait (without the GIL, which the forwarder may need to finish) for a record in
+    // flight.
+    py.detach(|| drop(FORWARDING.lock().unwrap_or_else(|p| p.into_inner())));
 }

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import atexit as _atexit
 import datetime as _dt
 from typing import NamedTuple, Optional
 
@@ -44,7 +45,11 @@ from ._leafid import (
     TagHandle,
     TagStats,
 )
+from ._leafid import _shutdown_logging
 from ._leafid import decode as _decode
+
+# The core logs from its own threads; stop forwarding before the interpreter finalizes.
+_atexit.register(_shutdown_logging)
 
 
 class DecodedId(NamedTuple):

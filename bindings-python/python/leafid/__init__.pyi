@@ -30,6 +30,8 @@ from ._errors import (
     WorkerIdOutOfRange as WorkerIdOutOfRange,
 )
 
+__all__: list[str]
+
 LEAF_EPOCH_MS: int
 """Leaf's default epoch, 2010-11-04T01:42:54.657Z, in ms since the Unix epoch."""
 
@@ -101,7 +103,7 @@ class SegmentGenerator:
         exc_type: Optional[type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool: ...
+    ) -> None: ...
 
 class Layout:
     """How the 63 bits of a snowflake id are split, and the epoch."""
@@ -154,7 +156,7 @@ class SnowflakeGenerator:
         exc_type: Optional[type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> bool: ...
+    ) -> None: ...
 
 class DecodedId(NamedTuple):
     """The parts of a snowflake id."""

@@ -1,0 +1,98 @@
+"""A forked child never issues an id its parent could issue: os.fork, multiprocessing
+with the fork start method, and a gunicorn-style prefork of a generator made first."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+import leafid
+
+
+def _issue_in_child(next_id: Callable[[], int], n: int) -> list[int]:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            ids = [next_id() for _ in range(n)]
+            os.write(w, ",".join(map(str, ids)).encode())
+            code = 0
+        except BaseException:
+            code = 1
+        os._exit(code)
+    os.close(w)
+    chunks = []
+    while chunk := os.read(r, 1 << 16):
+        chunks.append(chunk)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return [int(x) for x in b"".join(chunks).decode().split(",")]
+
+
+def test_os_fork_child_gets_its_own_segments(sqlite_url: str) -> None:
+    gen = leafid.SegmentGenerator(sqlite_url)
+    gen.create_tag("t", step=1000)
+    h = gen.tag("t")
+    parent = [next(h) for _ in range(10)]
+    child = _issue_in_child(h.next_id, 2000)
+    parent += [next(h) for _ in range(2000)]
+    assert not set(parent) & set(child)
+    assert len(set(child)) == 2000
+
+
+def test_os_fork_child_gets_its_own_worker_id(tmp_path: Path) -> None:
+    sf = leafid.SnowflakeGenerator(f"local://{tmp_path}/locks", cache_dir=tmp_path)
+    parent = [sf.next_id() for _ in range(10)]
+    child = _issue_in_child(sf.next_id, 2000)
+    parent += [sf.next_id() for _ in range(2000)]
+    assert not set(parent) & set(child)
+    assert {leafid.decode(i).worker_id for i in child} != {sf.worker_id}
+
+
+def test_fixed_worker_id_refuses_in_a_forked_child(tmp_path: Path) -> None:
+    sf = leafid.SnowflakeGenerator("fixed:3", cache_dir=tmp_path)
+    sf.next_id()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            sf.next_id()
+            os._exit(1)
+        except leafid.LeafError:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the child must not issue with its parent's id"
+
+
+def _mp_worker(args: tuple[str, str, int]) -> list[int]:
+    kind, _, n = args
+    return [NEXT() for _ in range(n)]
+
+
+# Set before the pool forks, so every child inherits the generator made in the parent.
+NEXT: Callable[[], int] = lambda: 0
+
+
+@pytest.mark.parametrize("kind", ["segment", "snowflake"])
+def test_multiprocessing_fork_pool_after_a_prefork_generator(kind: str, sqlite_url: str, tmp_path: Path) -> None:
+    global NEXT
+    if kind == "segment":
+        gen = leafid.SegmentGenerator(sqlite_url)
+        gen.create_tag("t", step=500)
+        h = gen.tag("t")
+        NEXT = h.next_id
+    else:
+        sf = leafid.SnowflakeGenerator(f"local://{tmp_path}/locks", cache_dir=tmp_path)
+        NEXT = sf.next_id
+    first = [NEXT() for _ in range(5)]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(4) as pool:
+        batches = pool.map(_mp_worker, [(kind, "", 3000)] * 8)
+    rest = [NEXT() for _ in range(3000)]
+    ids = first + rest + [i for b in batches for i in b]
+    assert len(ids) == len(set(ids))

@@ -100,7 +100,7 @@ impl PySnowflakeGenerator {
             .max_backward(duration(max_backward, "max_backward")?)
             .startup_wait(duration(startup_wait, "startup_wait")?);
         if let Some(layout) = layout {
-            builder = builder.layout(layout.inner.clone());
+            builder = builder.layout(layout.inner);
         }
         if let Some(dir) = cache_dir {
             builder = builder.cache_dir(dir);
@@ -133,7 +133,7 @@ impl PySnowflakeGenerator {
     #[getter]
     fn layout(&self) -> PyLayout {
         PyLayout {
-            inner: self.inner.layout().clone(),
+            inner: *self.inner.layout(),
         }
     }
 
@@ -156,7 +156,7 @@ impl PySnowflakeGenerator {
 #[pyfunction]
 #[pyo3(signature = (id, layout=None))]
 pub fn decode(id: i64, layout: Option<PyRef<'_, PyLayout>>) -> (i64, u32, u32) {
-    let layout = layout.map(|l| l.inner.clone()).unwrap_or_default();
+    let layout = layout.map(|l| l.inner).unwrap_or_default();
     let d = leafid::snowflake::decode(id, &layout);
     (d.timestamp_ms, d.worker_id, d.sequence)
 }

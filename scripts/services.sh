@@ -1,32 +1,57 @@
 #!/usr/bin/env bash
-# Real MariaDB and Apache ZooKeeper on 127.0.0.1 for leafid's tests and examples.
+# Real MariaDB and Apache ZooKeeper on 127.0.0.1 for leafid's tests, benches and examples.
+# No Docker: Debian's own packages, run as plain processes from a throwaway data directory.
 #
-#   scripts/services.sh start [mysql|zookeeper|ensemble|all]   (default: all)
-#   scripts/services.sh stop  [mysql|zookeeper|ensemble|all] [--purge]
-#   scripts/services.sh restart [which]
-#   scripts/services.sh stop-node N | start-node N             (ensemble member 1..3)
-#   scripts/services.sh status | env | clean
+# Usage
+#   scripts/services.sh start   [mysql|zookeeper|ensemble|all]   (default: all)
+#   scripts/services.sh stop    [mysql|zookeeper|ensemble|all] [--kill] [--purge]
+#   scripts/services.sh restart [mysql|zookeeper|ensemble|all] [--kill]
+#   scripts/services.sh stop-node N [--kill]    stop ZooKeeper ensemble member N (1..3)
+#   scripts/services.sh start-node N            start it again and wait until it serves
+#   scripts/services.sh status                  one line per server; exit 1 if any is down
+#   scripts/services.sh env                     print the export lines (see below)
+#   scripts/services.sh clean                   stop everything and delete the data dir
 #
-# Installs Debian's mariadb-server, zookeeper and faketime first when missing (as root,
-# `apt-get update` once). Data lives in $LEAFID_SERVICES_DIR (default: <repo>/.services),
-# which survives stop/start so fault tests can restart a server with its data; `clean` or
-# `stop all --purge` removes it. A second `start` finds running servers and leaves them.
+#   eval "$(scripts/services.sh start)"         start all and set the variables in this shell
+#   source .services/env                        the same variables, later
 #
-# `start` and `env` print, and write to $LEAFID_SERVICES_DIR/env, the variables the tests
-# read, so `eval "$(scripts/services.sh env)"` sets them in a shell:
-#   LEAFID_MYSQL_URL    mysql://root:leafid@127.0.0.1:$LEAFID_MYSQL_PORT/leafid
-#   LEAFID_ZK           127.0.0.1:$LEAFID_ZK_PORT (standalone ZooKeeper)
-#   LEAFID_ZK_ENSEMBLE  three ZooKeeper peers on loopback (one may stop, quorum stays)
-# Ports: LEAFID_MYSQL_PORT (3307), LEAFID_ZK_PORT (2182), LEAFID_ZK_ENSEMBLE_PORTS
-# ("2191 2192 2193"; quorum/election ports are the client port + 700 / + 1700).
+# `all` is MariaDB + a standalone ZooKeeper + a 3-node ZooKeeper ensemble. `start` installs
+# Debian's mariadb-server, zookeeper and faketime first when a binary is missing (one
+# `apt-get update`, then a non-interactive install; needs root or sudo). A second `start`
+# finds running servers (pid file + a real query) and leaves them alone. `stop` waits until
+# the process has exited (SIGTERM, then SIGKILL after 15 s; `--kill` sends SIGKILL at once to
+# simulate a crash). Data survives stop/start, so fault tests can restart a server and find
+# their rows again; `--purge` deletes the stopped servers' data, `clean` deletes everything.
+# Logs: .services/mysql/error.log, .services/zk*/zk.log (printed on a start-up time-out).
+#
+# Variables read (environment first, then the values saved in $LEAFID_SERVICES_DIR/env by
+# an earlier start, then the defaults):
+#   LEAFID_SERVICES_DIR       data, logs, pid files      (default: <repo>/.services)
+#   LEAFID_MYSQL_PORT         MariaDB TCP port           (3307)
+#   LEAFID_ZK_PORT            standalone ZooKeeper       (2182)
+#   LEAFID_ZK_ENSEMBLE_PORTS  ensemble client ports      ("2191 2192 2193"); each peer also
+#                             listens on client+700 (quorum) and client+1700 (election)
+#   LEAFID_SERVICES_TIMEOUT   seconds to wait for a server to answer (90)
+#
+# Variables printed by `start` and `env` and written to $LEAFID_SERVICES_DIR/env:
+#   LEAFID_MYSQL_URL    mysql://root:leafid@127.0.0.1:3307/leafid (database `leafid`, utf8mb4)
+#   LEAFID_ZK           127.0.0.1:2182
+#   LEAFID_ZK_ENSEMBLE  127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193
+#   LEAFID_SERVICES_DIR, LEAFID_MYSQL_PORT, LEAFID_ZK_PORT, LEAFID_ZK_ENSEMBLE_PORTS, so a
+#   test that sources the file and calls `services.sh stop mysql` acts on the same servers.
+#
+# Everything binds to 127.0.0.1 only. ZooKeeper runs with tickTime=500 and
+# minSessionTimeout=1000 so tests can let a session expire quickly, and answers the
+# four-letter words ruok, srvr, stat, mntr and conf (`echo srvr | nc 127.0.0.1 2182`).
+# Only the lines on stdout are export lines; progress and errors go to stderr.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 svc=${LEAFID_SERVICES_DIR:-$root/.services}
-mysql_port=${LEAFID_MYSQL_PORT:-3307}
-zk_port=${LEAFID_ZK_PORT:-2182}
-read -r -a ens_ports <<<"${LEAFID_ZK_ENSEMBLE_PORTS:-2191 2192 2193}"
+case $svc in /*) ;; *) svc=$PWD/$svc ;; esac
+svc=${svc%/}
 password=leafid
+timeout_secs=${LEAFID_SERVICES_TIMEOUT:-90}
 
 log() { echo "services: $*" >&2; }
 die() {
@@ -34,99 +59,228 @@ die() {
     exit 1
 }
 
-ensure_packages() {
-    local missing=()
-    command -v mariadbd >/dev/null || missing+=(mariadb-server)
-    [ -f /usr/share/java/zookeeper.jar ] || missing+=(zookeeper)
-    command -v faketime >/dev/null || missing+=(faketime)
-    command -v java >/dev/null || missing+=(default-jre-headless)
-    [ ${#missing[@]} -eq 0 ] && return
-    log "installing ${missing[*]} from Debian"
-    local sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo=sudo
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+# Reads one variable from the env file an earlier start wrote, so a later call that only
+# knows LEAFID_SERVICES_DIR (e.g. `restart mysql` in a fault test) keeps the same ports.
+saved() {
+    [ -f "$svc/env" ] || return 0
+    sed -n "s/^export $1=//p" "$svc/env" | tr -d "'\"" | tail -n 1
+}
+mysql_port=${LEAFID_MYSQL_PORT:-$(saved LEAFID_MYSQL_PORT)}
+mysql_port=${mysql_port:-3307}
+zk_port=${LEAFID_ZK_PORT:-$(saved LEAFID_ZK_PORT)}
+zk_port=${zk_port:-2182}
+ens_spec=${LEAFID_ZK_ENSEMBLE_PORTS:-$(saved LEAFID_ZK_ENSEMBLE_PORTS)}
+read -r -a ens_ports <<<"${ens_spec:-2191 2192 2193}"
+
+# ---- checks before any I/O ----
+valid_port() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge 1024 ] && [ "$1" -le 63835 ]; }
+check_config() {
+    local p all=()
+    [ "${#ens_ports[@]}" -eq 3 ] || die "LEAFID_ZK_ENSEMBLE_PORTS needs exactly 3 ports, got '${ens_ports[*]}'"
+    for p in "$mysql_port" "$zk_port" "${ens_ports[@]}"; do
+        valid_port "$p" || die "bad port '$p': use a number from 1024 to 63835"
+        all+=("$p")
+    done
+    for p in "${ens_ports[@]}"; do all+=($((p + 700)) $((p + 1700))); done
+    [ "$(printf '%s\n' "${all[@]}" | sort -u | wc -l)" -eq "${#all[@]}" ] ||
+        die "ports overlap: mysql $mysql_port, zookeeper $zk_port, ensemble ${ens_ports[*]} (+700, +1700)"
+    [[ $timeout_secs =~ ^[0-9]+$ ]] || die "LEAFID_SERVICES_TIMEOUT must be whole seconds, got '$timeout_secs'"
+    [ -n "$svc" ] || die "LEAFID_SERVICES_DIR must not be /"
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+ensure_packages() {
+    local missing=() sudo=""
+    command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null &&
+        command -v mariadb >/dev/null || missing+=(mariadb-server)
+    [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null || missing+=(zookeeper)
+    command -v faketime >/dev/null || missing+=(faketime)
+    [ ${#missing[@]} -eq 0 ] && return
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || die "need ${missing[*]}: run as root (or install them)"
+        sudo="sudo -n"
+    fi
+    log "installing ${missing[*]} from Debian (apt-get update + install, about a minute)"
+    # Keep the packages' own system services (MariaDB on 3306, ZooKeeper on 2181) from
+    # starting on a machine with an init system; tests use the servers started below.
+    local policy=""
+    if [ -z "$sudo" ] && [ ! -e /usr/sbin/policy-rc.d ]; then
+        policy=/usr/sbin/policy-rc.d
+        printf '#!/bin/sh\nexit 101\n' >"$policy"
+        chmod +x "$policy"
+    fi
+    local ok=1
+    $sudo apt-get update -qq </dev/null || ok=0
+    [ "$ok" = 0 ] || $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+        --no-install-recommends "${missing[@]}" </dev/null >/dev/null || ok=0
+    [ -z "$policy" ] || rm -f "$policy"
+    [ "$ok" = 1 ] || die "apt-get could not install ${missing[*]}"
+}
 
-# Waits up to $2 seconds for "$1" (a command) to succeed; dumps $3 (a log) on failure.
-wait_for() {
-    local check=$1 secs=$2 logfile=$3 i
-    for ((i = 0; i < secs * 10; i++)); do
-        if eval "$check" >/dev/null 2>&1; then return 0; fi
-        sleep 0.1
-    done
-    log "timed out after ${secs}s waiting for: $check"
-    [ -f "$logfile" ] && tail -n 30 "$logfile" >&2
+# ---- processes ----
+# Prints the pid of the live process whose command line has the exact argument $2,
+# preferring the pid file $1; checking the argument guards against a reused pid, and the
+# scan finds a server whose pid file was lost.
+find_pid() {
+    local pidfile=$1 marker=$2 pid f
+    if [ -s "$pidfile" ]; then
+        pid=$(cat "$pidfile")
+        if [[ $pid =~ ^[0-9]+$ ]] && tr '\0' '\n' 2>/dev/null <"/proc/$pid/cmdline" |
+            grep -qxF -f <(printf '%s\n' "$marker"); then
+            echo "$pid"
+            return 0
+        fi
+    fi
+    # Patterns come from a file so no grep's own command line can match.
+    while read -r f; do
+        pid=${f#/proc/}
+        pid=${pid%/cmdline}
+        [ "$pid" = "$$" ] && continue
+        echo "$pid" >"$pidfile" 2>/dev/null || true
+        echo "$pid"
+        return 0
+    done < <(grep -lzxF -f <(printf '%s\n' "$marker") /proc/[0-9]*/cmdline 2>/dev/null)
     return 1
 }
 
-stop_pid() {
-    local pidfile=$1 i
-    alive "$pidfile" || {
-        rm -f "$pidfile"
-        return 0
-    }
-    local pid
-    pid=$(cat "$pidfile")
-    kill "$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
+# True once pid $1 has exited. A zombie counts as exited: in a container whose pid 1 does
+# not reap orphans it would otherwise look alive forever.
+gone() {
+    ! kill -0 "$1" 2>/dev/null || [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" = Z ]
+}
+
+# Stops the process found by find_pid and waits until it is gone.
+stop_proc() {
+    local pidfile=$1 marker=$2 what=$3 signal=${4:-TERM} pid i
+    while pid=$(find_pid "$pidfile" "$marker"); do
+        kill -s "$signal" "$pid" 2>/dev/null || true
+        for ((i = 0; i < 150; i++)); do
+            gone "$pid" && break
+            sleep 0.1
+        done
+        if ! gone "$pid"; then
+            log "$what (pid $pid) ignored SIGTERM for 15 s; killing it"
+            kill -s KILL "$pid" 2>/dev/null || true
+            until gone "$pid"; do sleep 0.05; done
+        fi
+        log "$what stopped"
+    done
+    rm -f "$pidfile"
+}
+
+# Runs "$@" until it succeeds, for up to timeout_secs; on time-out names $2 and prints the
+# tail of log $1.
+wait_until() {
+    local logfile=$1 what=$2 deadline=$((SECONDS + timeout_secs))
+    shift 2
+    until "$@" >/dev/null 2>&1; do
+        if [ "$SECONDS" -ge "$deadline" ]; then
+            log "$what did not answer within ${timeout_secs}s; last lines of $logfile:"
+            tail -n 40 "$logfile" >&2 2>/dev/null || true
+            return 1
+        fi
         sleep 0.1
     done
-    kill -9 "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
-    rm -f "$pidfile"
+}
+
+# Fails when something already listens on 127.0.0.1:$1 (another copy of these services,
+# or an unrelated server), naming the port and the variable that moves it.
+port_free() {
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then
+        die "port $1 is taken by another process; stop it or choose other ports ($2)"
+    fi
+}
+
+# Starts "$@" detached (own session, no stdin, no inherited lock fd), appending to $2.
+launch() {
+    local pidfile=$1 logfile=$2
+    shift 2
+    echo "=== $(date -u +%FT%TZ) services.sh starting: $*" >>"$logfile"
+    setsid "$@" </dev/null >>"$logfile" 2>&1 9>&- &
+    echo $! >"$pidfile"
+    disown
 }
 
 # ---- MariaDB ----
 mysql_dir=$svc/mysql
-mysql_ok() { mariadb -h127.0.0.1 -P"$mysql_port" -uroot -p"$password" leafid -e 'select 1'; }
+mysql_marker=--datadir=$mysql_dir/data
+mysql_tcp() { mariadb --no-defaults -h127.0.0.1 -P"$mysql_port" -uroot -p"$password" --connect-timeout=2 "$@"; }
+mysql_ok() { mysql_tcp leafid -e 'select 1'; }
+mysql_sock_up() { mariadb-admin --no-defaults --socket="$mysql_dir/sock" -uroot --connect-timeout=2 ping; }
 
 start_mysql() {
-    if alive "$mysql_dir/pid" && mysql_ok >/dev/null 2>&1; then return; fi
-    mkdir -p "$mysql_dir"
-    if [ ! -d "$mysql_dir/data/mysql" ]; then
-        mariadb-install-db --no-defaults --datadir="$mysql_dir/data" \
-            --auth-root-authentication-method=normal >"$mysql_dir/install.log" 2>&1 ||
-            die "mariadb-install-db failed; see $mysql_dir/install.log"
+    local pid
+    if pid=$(find_pid "$mysql_dir/pid" "$mysql_marker"); then
+        grep -qxF -- "--port=$mysql_port" <(tr '\0' '\n' <"/proc/$pid/cmdline") ||
+            die "MariaDB from $mysql_dir already runs on another port; stop it first"
+        wait_until "$mysql_dir/error.log" "MariaDB (pid $pid)" mysql_ok || exit 1
+        log "MariaDB on 127.0.0.1:$mysql_port (pid $pid, already running)"
+        return
     fi
-    setsid mariadbd --no-defaults --datadir="$mysql_dir/data" --port="$mysql_port" \
+    port_free "$mysql_port" LEAFID_MYSQL_PORT
+    mkdir -p "$mysql_dir"
+    # The marker is written only after a complete install, so a half-made datadir is redone.
+    if [ ! -f "$mysql_dir/installed" ]; then
+        rm -rf "$mysql_dir/data" "$mysql_dir/initialized"
+        mariadb-install-db --no-defaults --datadir="$mysql_dir/data" \
+            --auth-root-authentication-method=normal --skip-test-db \
+            >"$mysql_dir/install.log" 2>&1 || {
+            tail -n 20 "$mysql_dir/install.log" >&2
+            die "mariadb-install-db failed; see $mysql_dir/install.log"
+        }
+        touch "$mysql_dir/installed"
+    fi
+    # innodb_flush_log_at_trx_commit=2 still writes each commit to the OS, so a killed
+    # server loses nothing; only a machine crash could. Native AIO is off because
+    # io_uring is often forbidden inside containers (CI), and tests gain nothing from it.
+    launch "$mysql_dir/pid" "$mysql_dir/error.log" \
+        mariadbd --no-defaults "$mysql_marker" --port="$mysql_port" \
         --bind-address=127.0.0.1 --socket="$mysql_dir/sock" --pid-file="$mysql_dir/pid" \
-        --user=root --skip-name-resolve --innodb-buffer-pool-size=64M \
-        --max-connections=500 --log-error="$mysql_dir/error.log" </dev/null >/dev/null 2>&1 &
-    echo $! >"$mysql_dir/pid"
-    wait_for "mariadb-admin --socket=$mysql_dir/sock -uroot -p$password ping || mariadb-admin --socket=$mysql_dir/sock -uroot ping" 60 "$mysql_dir/error.log"
+        --user=root --skip-name-resolve --character-set-server=utf8mb4 \
+        --collation-server=utf8mb4_general_ci --innodb-buffer-pool-size=64M \
+        --innodb-flush-log-at-trx-commit=2 --innodb-use-native-aio=0 \
+        --max-connections=500 --log-error="$mysql_dir/error.log"
     if [ ! -f "$mysql_dir/initialized" ]; then
-        mariadb --socket="$mysql_dir/sock" -uroot <<SQL
-ALTER USER 'root'@'localhost' IDENTIFIED BY '$password';
+        wait_until "$mysql_dir/error.log" "MariaDB socket" mysql_sock_up || {
+            stop_mysql KILL
+            exit 1
+        }
+        mariadb --no-defaults --socket="$mysql_dir/sock" -uroot <<SQL || die "setting up root and database leafid failed"
 CREATE USER IF NOT EXISTS 'root'@'127.0.0.1';
 ALTER USER 'root'@'127.0.0.1' IDENTIFIED BY '$password';
 GRANT ALL ON *.* TO 'root'@'127.0.0.1' WITH GRANT OPTION;
-CREATE DATABASE IF NOT EXISTS leafid;
+CREATE DATABASE IF NOT EXISTS leafid CHARACTER SET utf8mb4;
 SQL
         touch "$mysql_dir/initialized"
     fi
-    wait_for mysql_ok 30 "$mysql_dir/error.log"
-    log "MariaDB on 127.0.0.1:$mysql_port"
+    wait_until "$mysql_dir/error.log" "MariaDB on 127.0.0.1:$mysql_port" mysql_ok || {
+        stop_mysql KILL
+        exit 1
+    }
+    log "MariaDB on 127.0.0.1:$mysql_port (pid $(cat "$mysql_dir/pid"))"
 }
 
-stop_mysql() { stop_pid "$mysql_dir/pid"; }
+stop_mysql() { stop_proc "$mysql_dir/pid" "$mysql_marker" MariaDB "${1:-TERM}"; }
 
 # ---- ZooKeeper ----
-# Sends a four-letter word to a ZooKeeper port and prints the answer.
+# Sends a four-letter word to 127.0.0.1:$1 and prints the answer.
 zk_ask() {
-    local port=$1 word=$2
-    exec 3<>"/dev/tcp/127.0.0.1/$port" || return 1
-    printf '%s' "$word" >&3
-    timeout 2 cat <&3
-    exec 3<&-
+    (
+        exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+        printf '%s' "$2" >&3
+        timeout 2 cat <&3
+    ) 2>/dev/null
 }
 
+zk_standalone_ok() { zk_ask "$zk_port" srvr | grep -q 'Mode: standalone'; }
+ens_port() { echo "${ens_ports[$(($1 - 1))]}"; }
+ens_dir() { echo "$svc/zk-ensemble-$1"; }
+node_ok() { zk_ask "$(ens_port "$1")" srvr | grep -qE 'Mode: (leader|follower)'; }
+
+# Writes zoo.cfg and log4j.properties into $1 (rewritten at every start, data kept).
 zk_config() {
     local dir=$1 port=$2
     mkdir -p "$dir/data"
+    # forceSync=no: a killed server's writes are already in the OS; tests never lose power.
     cat >"$dir/zoo.cfg" <<CFG
 tickTime=500
 initLimit=20
@@ -135,59 +289,91 @@ dataDir=$dir/data
 clientPort=$port
 clientPortAddress=127.0.0.1
 admin.enableServer=false
-4lw.commands.whitelist=ruok,srvr,stat,mntr
+4lw.commands.whitelist=ruok,srvr,stat,mntr,conf
 minSessionTimeout=1000
 maxSessionTimeout=60000
+maxClientCnxns=0
+forceSync=no
+preAllocSize=4096
+autopurge.snapRetainCount=3
+autopurge.purgeInterval=1
 CFG
-    cp /etc/zookeeper/conf/log4j.properties "$dir/" 2>/dev/null || true
+    cat >"$dir/log4j.properties" <<'LOG'
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1} - %m%n
+LOG
 }
 
+# Debian's zookeeper.jar names its dependencies in its manifest; log4j and its slf4j binding
+# are added by name (a /usr/share/java/* wildcard would pick slf4j-nop and log nothing).
 zk_launch() {
     local dir=$1
-    setsid java -Xmx192m -Dzookeeper.log.dir="$dir" -Dzookeeper.root.logger=INFO,CONSOLE \
-        -cp "/usr/share/java/*:$dir" org.apache.zookeeper.server.quorum.QuorumPeerMain \
-        "$dir/zoo.cfg" </dev/null >"$dir/zk.log" 2>&1 &
-    echo $! >"$dir/pid"
+    launch "$dir/pid" "$dir/zk.log" \
+        java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true \
+        -Dlog4j.configuration="file:$dir/log4j.properties" \
+        -cp "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar" \
+        org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg"
 }
 
-start_zookeeper() {
+# Launches the standalone ZooKeeper unless it runs; wait_zookeeper waits for it.
+launch_zookeeper() {
     local dir=$svc/zk
-    if alive "$dir/pid" && zk_ask "$zk_port" ruok 2>/dev/null | grep -q imok; then return; fi
+    find_pid "$dir/pid" "$dir/zoo.cfg" >/dev/null && return 0
+    port_free "$zk_port" LEAFID_ZK_PORT
     zk_config "$dir" "$zk_port"
     zk_launch "$dir"
-    wait_for "zk_ask $zk_port srvr | grep -q 'Mode: standalone'" 60 "$dir/zk.log"
-    log "ZooKeeper on 127.0.0.1:$zk_port"
 }
 
-stop_zookeeper() { stop_pid "$svc/zk/pid"; }
+wait_zookeeper() {
+    wait_until "$svc/zk/zk.log" "ZooKeeper on 127.0.0.1:$zk_port" zk_standalone_ok || {
+        stop_zookeeper KILL
+        exit 1
+    }
+    log "ZooKeeper on 127.0.0.1:$zk_port (pid $(cat "$svc/zk/pid"))"
+}
 
-ens_dir() { echo "$svc/zk-ensemble-$1"; }
+stop_zookeeper() { stop_proc "$svc/zk/pid" "$svc/zk/zoo.cfg" ZooKeeper "${1:-TERM}"; }
 
-start_node() {
-    local n=$1 port=${ens_ports[$(($1 - 1))]} dir i
+# Launches ensemble member $1 unless it runs; does not wait (a lone peer has no quorum).
+launch_node() {
+    local n=$1 dir port i p
     dir=$(ens_dir "$n")
-    if alive "$dir/pid"; then return; fi
+    port=$(ens_port "$n")
+    find_pid "$dir/pid" "$dir/zoo.cfg" >/dev/null && return 0
+    port_free "$port" LEAFID_ZK_ENSEMBLE_PORTS
+    port_free $((port + 700)) "LEAFID_ZK_ENSEMBLE_PORTS (+700)"
+    port_free $((port + 1700)) "LEAFID_ZK_ENSEMBLE_PORTS (+1700)"
     zk_config "$dir" "$port"
     for i in 1 2 3; do
-        local p=${ens_ports[$((i - 1))]}
+        p=$(ens_port "$i")
         echo "server.$i=127.0.0.1:$((p + 700)):$((p + 1700))" >>"$dir/zoo.cfg"
     done
     echo "$n" >"$dir/data/myid"
     zk_launch "$dir"
 }
 
-node_serving() { zk_ask "${ens_ports[$(($1 - 1))]}" srvr 2>/dev/null | grep -qE 'Mode: (leader|follower)'; }
+wait_node() { wait_until "$(ens_dir "$1")/zk.log" "ZooKeeper ensemble member $1 (127.0.0.1:$(ens_port "$1"))" node_ok "$1"; }
 
-start_ensemble() {
+wait_ensemble() {
     local n
-    for n in 1 2 3; do start_node "$n"; done
-    for n in 1 2 3; do wait_for "node_serving $n" 90 "$(ens_dir "$n")/zk.log"; done
+    for n in 1 2 3; do wait_node "$n" || {
+        stop_ensemble KILL
+        exit 1
+    }; done
     log "ZooKeeper ensemble on $(ensemble_hosts)"
+}
+
+stop_node() {
+    local dir
+    dir=$(ens_dir "$1")
+    stop_proc "$dir/pid" "$dir/zoo.cfg" "ZooKeeper ensemble member $1" "${2:-TERM}"
 }
 
 stop_ensemble() {
     local n
-    for n in 1 2 3; do stop_pid "$(ens_dir "$n")/pid"; done
+    for n in 1 2 3; do stop_node "$n" "${1:-TERM}"; done
 }
 
 ensemble_hosts() {
@@ -198,72 +384,137 @@ ensemble_hosts() {
 
 write_env() {
     mkdir -p "$svc"
-    cat >"$svc/env" <<ENV
-export LEAFID_SERVICES_DIR=$svc
+    cat >"$svc/env.tmp" <<ENV
+export LEAFID_SERVICES_DIR=$(printf '%q' "$svc")
 export LEAFID_MYSQL_PORT=$mysql_port
 export LEAFID_MYSQL_URL=mysql://root:$password@127.0.0.1:$mysql_port/leafid
 export LEAFID_ZK_PORT=$zk_port
 export LEAFID_ZK=127.0.0.1:$zk_port
+export LEAFID_ZK_ENSEMBLE_PORTS='${ens_ports[*]}'
 export LEAFID_ZK_ENSEMBLE=$(ensemble_hosts)
 ENV
+    mv "$svc/env.tmp" "$svc/env"
     cat "$svc/env"
 }
 
 status() {
-    local n
-    if alive "$mysql_dir/pid" && mysql_ok >/dev/null 2>&1; then echo "mysql: up (127.0.0.1:$mysql_port)"; else echo "mysql: down"; fi
-    if zk_ask "$zk_port" ruok 2>/dev/null | grep -q imok; then echo "zookeeper: up (127.0.0.1:$zk_port)"; else echo "zookeeper: down"; fi
+    local n down=0
+    if mysql_ok >/dev/null 2>&1; then echo "mysql: up (127.0.0.1:$mysql_port)"; else echo "mysql: down"; down=1; fi
+    if zk_standalone_ok; then echo "zookeeper: up (127.0.0.1:$zk_port)"; else echo "zookeeper: down"; down=1; fi
     for n in 1 2 3; do
-        if node_serving "$n"; then echo "ensemble node $n: up"; else echo "ensemble node $n: down"; fi
+        if node_ok "$n"; then
+            echo "ensemble node $n: up (127.0.0.1:$(ens_port "$n"), $(zk_ask "$(ens_port "$n")" srvr | sed -n 's/^Mode: //p'))"
+        else
+            echo "ensemble node $n: down"
+            down=1
+        fi
     done
+    return "$down"
+}
+
+# Deletes "$@" (the services dir or parts of it) only if `start` made the services dir
+# (marker file, or the env file of an older services.sh), so a mistyped
+# LEAFID_SERVICES_DIR deletes nothing.
+purge() {
+    [ -e "$svc" ] || return 0
+    [ -f "$svc/.leafid-services" ] || grep -qs '^export LEAFID_SERVICES_DIR=' "$svc/env" ||
+        die "$svc was not made by services.sh start; not deleting it"
+    rm -rf "$@"
+}
+
+# Serialises concurrent calls (two test runners starting services at once).
+lock() {
+    mkdir -p "$svc"
+    exec 9>"$svc/.lock"
+    flock 9
 }
 
 cmd=${1:-start}
-which=${2:-all}
-case "$cmd" in
-start)
-    ensure_packages
-    case "$which" in
-    mysql) start_mysql ;;
-    zookeeper) start_zookeeper ;;
-    ensemble) start_ensemble ;;
-    all)
-        start_mysql
-        start_zookeeper
-        start_ensemble
-        ;;
-    *) die "unknown service '$which' (mysql|zookeeper|ensemble|all)" ;;
+[ $# -gt 0 ] && shift
+which=all signal=TERM purge_data=0 node=""
+for arg in "$@"; do
+    case $arg in
+    mysql | zookeeper | ensemble | all) which=$arg ;;
+    --kill) signal=KILL ;;
+    --purge) purge_data=1 ;;
+    [0-9]*) node=$arg ;;
+    *) die "unknown argument '$arg' (see the usage at the top of $0)" ;;
     esac
+done
+check_config
+
+start_which() {
+    ensure_packages
+    local n
+    # The JVMs boot while MariaDB installs and starts; then each server is waited for.
+    case $1 in zookeeper | all) launch_zookeeper ;; esac
+    case $1 in ensemble | all) for n in 1 2 3; do launch_node "$n"; done ;; esac
+    case $1 in mysql | all) start_mysql ;; esac
+    case $1 in zookeeper | all) wait_zookeeper ;; esac
+    case $1 in ensemble | all) wait_ensemble ;; esac
     write_env
+}
+
+stop_which() {
+    case $1 in
+    mysql) stop_mysql "$signal" ;;
+    zookeeper) stop_zookeeper "$signal" ;;
+    ensemble) stop_ensemble "$signal" ;;
+    all)
+        stop_mysql "$signal"
+        stop_zookeeper "$signal"
+        stop_ensemble "$signal"
+        ;;
+    esac
+}
+
+case $cmd in
+start)
+    lock
+    touch "$svc/.leafid-services"
+    start_which "$which"
     ;;
 stop)
-    case "$which" in
-    mysql) stop_mysql ;;
-    zookeeper) stop_zookeeper ;;
-    ensemble) stop_ensemble ;;
-    all)
-        stop_mysql
-        stop_zookeeper
-        stop_ensemble
-        ;;
-    *) die "unknown service '$which' (mysql|zookeeper|ensemble|all)" ;;
-    esac
-    if [ "${3:-}" = "--purge" ]; then rm -rf "$svc"; fi
+    # A missing dir is not locked (that would create it); the process scan still runs.
+    [ -d "$svc" ] && lock
+    stop_which "$which"
+    if [ "$purge_data" = 1 ]; then
+        case $which in
+        mysql) purge "$mysql_dir" ;;
+        zookeeper) purge "$svc/zk" ;;
+        ensemble) purge "$svc"/zk-ensemble-[123] ;;
+        all) purge "$svc" ;;
+        esac
+    fi
     ;;
 restart)
-    "$0" stop "$which"
-    "$0" start "$which"
+    lock
+    stop_which "$which"
+    start_which "$which"
     ;;
-stop-node) stop_pid "$(ens_dir "${2:?node number 1..3}")/pid" ;;
-start-node)
-    start_node "${2:?node number 1..3}"
-    wait_for "node_serving $2" 90 "$(ens_dir "$2")/zk.log"
+stop-node | start-node)
+    [[ $node =~ ^[1-3]$ ]] || die "$cmd needs the ensemble member number: 1, 2 or 3"
+    lock
+    if [ "$cmd" = stop-node ]; then
+        stop_node "$node" "$signal"
+    else
+        ensure_packages
+        launch_node "$node"
+        wait_node "$node" || {
+            stop_node "$node" KILL
+            exit 1
+        }
+        log "ZooKeeper ensemble member $node on 127.0.0.1:$(ens_port "$node")"
+    fi
     ;;
 status) status ;;
 env) write_env ;;
 clean)
-    "$0" stop all
-    rm -rf "$svc"
+    [ -d "$svc" ] || exit 0
+    lock
+    stop_which all
+    purge "$svc"
     ;;
-*) die "usage: services.sh start|stop|restart|stop-node N|start-node N|status|env|clean [which]" ;;
+-h | --help | help) sed -n '2,/^set -euo/p' "$0" | sed '$d' ;;
+*) die "unknown command '$cmd' (start|stop|restart|stop-node N|start-node N|status|env|clean)" ;;
 esac

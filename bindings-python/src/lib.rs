@@ -12,6 +12,14 @@ mod logging;
 mod segment;
 mod snowflake;
 
+/// An `array.array('q')` holding `ids` (one copy of the bytes, no int objects).
+fn int64_array<'py>(py: Python<'py>, ids: &[i64]) -> PyResult<Bound<'py, PyAny>> {
+    let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_ne_bytes()).collect();
+    let array = PyModule::import(py, "array")?.getattr("array")?.call1(("q",))?;
+    array.call_method1("frombytes", (pyo3::types::PyBytes::new(py, &bytes),))?;
+    Ok(array)
+}
+
 #[pymodule]
 fn _leafid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logging::install();

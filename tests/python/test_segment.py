@@ -119,3 +119,10 @@ def test_missing_table_says_how_to_create_it(mysql_url: str) -> None:
 def test_down_database_is_store_unavailable() -> None:
     with pytest.raises(leafid.StoreUnavailable):
         leafid.SegmentGenerator("mysql://root:x@127.0.0.1:1/leafid")
+
+
+def test_next_ids_array_gives_int64_array(sqlite_url: str) -> None:
+    gen = leafid.SegmentGenerator(sqlite_url)
+    gen.create_tag("t", step=7)
+    a = gen.tag("t").next_ids_array(20)
+    assert a.typecode == "q" and list(a) == list(range(1, 21))

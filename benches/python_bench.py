@@ -1,0 +1,116 @@
+"""leafid from Python against what Python services use today, in one run and one loop
+style: a bound call in a `for` loop over `range(n)`, best of 5 repeats.
+
+    pip install . -r benches/requirements-python.txt
+    python benches/python_bench.py
+
+Prints a markdown table with ns per id and the ratio to `next(itertools.count())`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import sys
+import tempfile
+import time
+import uuid
+from typing import Callable
+
+import leafid
+
+N = 1_000_000
+REPEATS = 5
+
+
+def per_call(fn: Callable[[], object], n: int = N) -> float:
+    """Best ns per call of `fn` over REPEATS loops of n calls."""
+    best = float("inf")
+    for _ in range(REPEATS):
+        r = range(n)
+        t = time.perf_counter_ns()
+        for _ in r:
+            fn()
+        best = min(best, (time.perf_counter_ns() - t) / n)
+    return best
+
+
+def per_next(it: object, n: int = N) -> float:
+    """Best ns per `next(it)` (the builtin, as a loop over an iterator calls it)."""
+    nxt = next
+    best = float("inf")
+    for _ in range(REPEATS):
+        r = range(n)
+        t = time.perf_counter_ns()
+        for _ in r:
+            nxt(it)  # type: ignore[call-overload]
+        best = min(best, (time.perf_counter_ns() - t) / n)
+    return best
+
+
+def batch_rate(fn: Callable[[int], list[int]], n: int = 1_000_000) -> float:
+    """Best ids per second of `fn(n)`."""
+    best = 0.0
+    for _ in range(REPEATS):
+        t = time.perf_counter()
+        ids = fn(n)
+        best = max(best, len(ids) / (time.perf_counter() - t))
+    return best
+
+
+def main() -> None:
+    tmp = tempfile.mkdtemp()
+    gen = leafid.SegmentGenerator(f"sqlite://{tmp}/bench.db")
+    gen.create_tag("bench", start=1, step=2_000_000_000)
+    h = gen.tag("bench")
+    sf = leafid.SnowflakeGenerator(f"local://{tmp}/workers", cache_dir=tmp)
+    # A layout with a wide sequence keeps the 4096-per-ms limit out of the per-call figure.
+    wide = leafid.SnowflakeGenerator(
+        f"local://{tmp}/wide", cache_dir=f"{tmp}/w",
+        layout=leafid.Layout(timestamp_bits=41, worker_bits=1, sequence_bits=21),
+    )
+    rows: list[tuple[str, float]] = [("floor: next(itertools.count())", per_next(itertools.count()))]
+    rows.append(("leafid: next(handle)", per_next(h)))
+    rows.append(("leafid: handle.next_id()", per_call(h.next_id)))
+    rows.append(("leafid: gen.next_id('bench')", per_call(lambda: gen.next_id("bench"))))
+    rows.append(("leafid: snowflake next_id() (41+10+12, ≤4096/ms)", per_call(sf.next_id)))
+    rows.append(("leafid: snowflake next_id() (41+1+21)", per_call(wide.next_id)))
+    peers: list[tuple[str, Callable[[], object], int]] = [("uuid.uuid4()", uuid.uuid4, N)]
+    try:
+        import uuid_utils
+
+        peers.append(("uuid_utils.uuid7()", uuid_utils.uuid7, N))
+    except ImportError:
+        print("uuid-utils not installed", file=sys.stderr)
+    try:
+        from snowflake import SnowflakeGenerator as SnowflakeId
+
+        sid = SnowflakeId(1)
+        peers.append(("snowflake-id: next(gen)", sid.__next__, N))
+    except ImportError:
+        print("snowflake-id not installed", file=sys.stderr)
+    try:
+        from sonyflake import Sonyflake
+
+        sony = Sonyflake(machine_id=1, start_time=datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc))
+        # Sonyflake issues 256 ids per 10 ms by design; fewer calls keep the run short.
+        peers.append(("sonyflake: next_id()", sony.next_id, 20_000))
+    except ImportError:
+        print("sonyflake not installed", file=sys.stderr)
+    for name, fn, n in peers:
+        rows.append((name, per_call(fn, n)))
+    floor = rows[0][1]
+    print(f"Python {sys.version.split()[0]}, best of {REPEATS} loops of {N:,} calls\n")
+    print("| call | ns per id | vs floor |\n|---|---|---|")
+    for name, ns in rows:
+        print(f"| {name} | {ns:.1f} | {ns / floor:.2f}× |")
+    print("\n| batch | ids/s |\n|---|---|")
+    print(f"| handle.next_ids(1_000_000) | {batch_rate(h.next_ids) / 1e6:.1f} M |")
+    print(f"| handle.next_ids_array(1_000_000) (array('q')) | {batch_rate(h.next_ids_array) / 1e6:.1f} M |")  # type: ignore[arg-type]
+    print(f"| snowflake (41+1+21) next_ids(1_000_000) | {batch_rate(wide.next_ids) / 1e6:.1f} M |")
+    print(f"| floor: list(itertools.islice(count(), n)) | "
+          f"{batch_rate(lambda n: list(itertools.islice(itertools.count(), n))) / 1e6:.1f} M |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+// Type definitions of leafid for Node. Ids are always `bigint` (64-bit, never a lossy
+// `number`); every `nextIdString` gives the decimal form for JSON.
+
+/** An error of leafid: the core's message, and a stable `code`. */
+export interface LeafError extends Error {
+  /** e.g. `LEAF_TAG_NOT_FOUND`, `LEAF_STORE_UNAVAILABLE`, `LEAF_CLOCK_MOVED_BACKWARDS`. */
+  code: LeafErrorCode;
+}
+
+/** Every code a leafid error can carry (one per core error). */
+export type LeafErrorCode =
+  | 'LEAF_INVALID_TAG'
+  | 'LEAF_INVALID_URL'
+  | 'LEAF_INVALID_CONFIG'
+  | 'LEAF_TAG_NOT_FOUND'
+  | 'LEAF_TAG_EXISTS'
+  | 'LEAF_TABLE_MISSING'
+  | 'LEAF_STORE_UNAVAILABLE'
+  | 'LEAF_SEGMENTS_EXHAUSTED'
+  | 'LEAF_CLOSED'
+  | 'LEAF_CLOCK_MOVED_BACKWARDS'
+  | 'LEAF_CLOCK_BEHIND_REGISTRY'
+  | 'LEAF_TIMESTAMP_OVERFLOW'
+  | 'LEAF_WORKER_ID_OUT_OF_RANGE'
+  | 'LEAF_WORKER_ID_EXHAUSTED'
+  | 'LEAF_REGISTRY_UNAVAILABLE'
+  | 'LEAF_LEASE_LOST'
+  | 'LEAF_MALFORMED'
+  | 'LEAF_IO';
+
+/** Options of `SegmentGenerator.connect`; defaults are Leaf's. */
+export interface SegmentOptions {
+  /** How long `nextId` waits for a refill when both segments are spent (1000). */
+  waitTimeoutMs?: number;
+  /** How often the tag list is reloaded from the table (60000). */
+  refreshIntervalMs?: number;
+  /** Create `leaf_alloc` if missing (false; SQLite URLs always do). */
+  createTable?: boolean;
+  /** Preload the next segment once 10% of the current one is used (true). */
+  doubleBuffer?: boolean;
+  /** The largest step the dynamic step grows to (1000000). */
+  maxStep?: number;
+}
+
+/** Options of `createTag`. */
+export interface CreateTagOptions {
+  /** The first id (1). */
+  start?: number;
+  /** Ids per segment (1000). */
+  step?: number;
+  /** Free text (""). */
+  description?: string;
+}
+
+/** One segment: ids `value..max` remain. */
+export interface SegmentStats {
+  value: number;
+  max: number;
+  step: number;
+}
+
+/** One tag's state, as Leaf's /cache page shows it, plus refill figures. */
+export interface TagStats {
+  tag: string;
+  initialized: boolean;
+  /** Index (0 or 1) of the current segment in `segments`. */
+  current: number;
+  nextReady: boolean;
+  segments: SegmentStats[];
+  step: number;
+  minStep: number;
+  refills: number;
+  /** Milliseconds the latest refill took. */
+  lastRefillMs?: number;
+  lastError?: string;
+}
+
+/** Issues ids for the tags of one `leaf_alloc` table. */
+export declare class SegmentGenerator {
+  private constructor();
+  /** Connects to `mysql://…`, `sqlite://path` or `memory:` off the event loop. */
+  static connect(url: string, options?: SegmentOptions): Promise<SegmentGenerator>;
+  /** The next id of `tag`. */
+  nextId(tag: string): bigint;
+  /** The next id of `tag` as a decimal string (for JSON). */
+  nextIdString(tag: string): string;
+  /** `n` ids of `tag`. */
+  nextIds(tag: string, n: number): BigInt64Array;
+  /** A handle on `tag`: the fast path (no lookup per call). */
+  tag(tag: string): TagHandle;
+  /** The tags known since the last refresh, sorted. */
+  tags(): string[];
+  /** Inserts a tag and makes it usable at once. */
+  createTag(tag: string, options?: CreateTagOptions): Promise<void>;
+  /** Creates `leaf_alloc` if missing. */
+  createTable(): Promise<void>;
+  /** Reloads the tag list now. */
+  refresh(): Promise<void>;
+  /** Per-tag state. */
+  stats(): TagStats[];
+  /** Stops background work; later calls throw `LEAF_CLOSED`. Idempotent. */
+  close(): void;
+}
+
+/** The fast way to issue ids for one tag. */
+export declare class TagHandle {
+  private constructor();
+  /** The tag this handle issues for. */
+  readonly tag: string;
+  /** The next id: an atomic add in the common case. */
+  nextId(): bigint;
+  /** The next id as a decimal string (for JSON). */
+  nextIdString(): string;
+  /** `n` ids. */
+  nextIds(n: number): BigInt64Array;
+}
+
+/** How the 63 bits of an id are split, and the epoch. */
+export interface Layout {
+  timestampBits: number;
+  workerBits: number;
+  sequenceBits: number;
+  epochMs: number;
+}
+
+/** Options of `SnowflakeGenerator.connect`. */
+export interface SnowflakeOptions {
+  /**
+   * `fixed:7`, `local:///dir`, `zookeeper://host:port/name?port=P`,
+   * `zookeeper-recycle://host:port/name`, `mysql://user:pass@host/db?port=P`.
+   */
+  registry: string;
+  /** Bit layout and epoch (Leaf's 41 + 10 + 12 by default). */
+  layout?: Layout;
+  /** Directory of the worker cache file. */
+  cacheDir?: string;
+  /** How often the time bound is persisted (3000). */
+  heartbeatMs?: number;
+  /** Largest backward clock step waited out (5). */
+  maxBackwardMs?: number;
+  /** How long start-up waits for a clock behind the worker's floor (10000). */
+  startupWaitMs?: number;
+}
+
+/** Issues snowflake ids with a worker id from a registry. */
+export declare class SnowflakeGenerator {
+  private constructor();
+  /** Acquires a worker id and starts the heartbeat, off the event loop. */
+  static connect(options: SnowflakeOptions): Promise<SnowflakeGenerator>;
+  /** The next id. */
+  nextId(): bigint;
+  /** The next id as a decimal string (for JSON). */
+  nextIdString(): string;
+  /** `n` ids. */
+  nextIds(n: number): BigInt64Array;
+  /** The worker id held. */
+  readonly workerId: number;
+  /** The layout in use. */
+  readonly layout: Layout;
+  /** Persists the last timestamp and releases the worker id. Idempotent. */
+  close(): void;
+}
+
+/** An id split into its parts. */
+export interface DecodedId {
+  timestampMs: number;
+  workerId: number;
+  sequence: number;
+}
+
+/** Splits an id into timestamp, worker id and sequence (Leaf's layout by default). */
+export declare function decode(id: bigint, layout?: Layout): DecodedId;
+/** Leaf's layout: 41 + 10 + 12 bits, epoch 1288834974657. */
+export declare function leafLayout(): Layout;
+/** Leaf's epoch, ms since the Unix epoch. */
+export declare const LEAF_EPOCH: number;

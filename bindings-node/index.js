@@ -1,0 +1,12 @@
+// leafid for Node: the native module's classes and functions, as they are.
+'use strict';
+const native = require('./leafid.node');
+
+module.exports = {
+  SegmentGenerator: native.SegmentGenerator,
+  TagHandle: native.TagHandle,
+  SnowflakeGenerator: native.SnowflakeGenerator,
+  decode: native.decode,
+  leafLayout: native.leafLayout,
+  LEAF_EPOCH: native.LEAF_EPOCH,
+};

@@ -1,0 +1,5 @@
+// ES module entry: the same exports as index.js.
+import leafid from './index.js';
+
+export const { SegmentGenerator, TagHandle, SnowflakeGenerator, decode, leafLayout, LEAF_EPOCH } = leafid;
+export default leafid;

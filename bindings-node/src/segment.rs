@@ -1,0 +1,243 @@
+//! `SegmentGenerator`, `TagHandle`: wrap `leafid::segment`.
+
+use std::time::Duration;
+
+use leafid::{SegmentGenerator, SegmentOptions, TagHandle};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::error::IntoJs;
+use crate::task::{blocking, Blocking};
+
+/// Options of `SegmentGenerator.connect`; defaults are Leaf's.
+#[napi(object)]
+#[derive(Default)]
+pub struct SegmentOptionsJs {
+    /// How long `nextId` waits for a refill when both segments are spent (1000 ms).
+    pub wait_timeout_ms: Option<u32>,
+    /// How often the tag list is reloaded (60 000 ms).
+    pub refresh_interval_ms: Option<u32>,
+    /// Create `leaf_alloc` if missing (false; SQLite always does).
+    pub create_table: Option<bool>,
+    /// Preload the next segment at 10% (true).
+    pub double_buffer: Option<bool>,
+    /// Largest step the dynamic step grows to (1 000 000).
+    pub max_step: Option<i64>,
+}
+
+impl From<SegmentOptionsJs> for SegmentOptions {
+    fn from(o: SegmentOptionsJs) -> Self {
+        let d = SegmentOptions::default();
+        SegmentOptions {
+            wait_timeout: o
+                .wait_timeout_ms
+                .map_or(d.wait_timeout, |ms| Duration::from_millis(ms.into())),
+            refresh_interval: o
+                .refresh_interval_ms
+                .map_or(d.refresh_interval, |ms| Duration::from_millis(ms.into())),
+            create_table: o.create_table.unwrap_or(d.create_table),
+            double_buffer: o.double_buffer.unwrap_or(d.double_buffer),
+            max_step: o.max_step.unwrap_or(d.max_step),
+            clock: d.clock,
+        }
+    }
+}
+
+/// Options of `createTag`.
+#[napi(object)]
+#[derive(Default)]
+pub struct CreateTagOptions {
+    /// The first id (1).
+    pub start: Option<i64>,
+    /// Ids per segment (1000).
+    pub step: Option<i64>,
+    /// Free text ("").
+    pub description: Option<String>,
+}
+
+/// One segment: ids `value..max` remain.
+#[napi(object)]
+pub struct SegmentStatsJs {
+    pub value: i64,
+    pub max: i64,
+    pub step: i64,
+}
+
+/// One tag's state, as Leaf's /cache page shows it, plus refill figures.
+#[napi(object)]
+pub struct TagStatsJs {
+    pub tag: String,
+    pub initialized: bool,
+    pub current: u32,
+    pub next_ready: bool,
+    pub segments: Vec<SegmentStatsJs>,
+    pub step: i64,
+    pub min_step: i64,
+    pub refills: i64,
+    /// Milliseconds the latest refill took.
+    pub last_refill_ms: Option<f64>,
+    pub last_error: Option<String>,
+}
+
+/// Issues ids for the tags of one `leaf_alloc` table.
+#[napi(js_name = "SegmentGenerator")]
+pub struct JsSegmentGenerator {
+    inner: SegmentGenerator,
+}
+
+#[napi]
+impl JsSegmentGenerator {
+    /// Connects to `mysql://…`, `sqlite://path` or `memory:` off the event loop.
+    #[napi(ts_return_type = "Promise<SegmentGenerator>")]
+    pub fn connect(
+        url: String,
+        options: Option<SegmentOptionsJs>,
+    ) -> AsyncTask<Blocking<JsSegmentGenerator>> {
+        let opts: SegmentOptions = options.unwrap_or_default().into();
+        blocking(move || {
+            SegmentGenerator::connect_blocking(&url, opts).map(|inner| JsSegmentGenerator { inner })
+        })
+    }
+
+    /// The next id of `tag`.
+    #[napi]
+    pub fn next_id(&self, env: Env, tag: String) -> Result<BigInt> {
+        self.inner.next_id(&tag).map(BigInt::from).js(&env)
+    }
+
+    /// The next id of `tag` as a decimal string (for JSON).
+    #[napi]
+    pub fn next_id_string(&self, env: Env, tag: String) -> Result<String> {
+        self.inner.next_id(&tag).map(|id| id.to_string()).js(&env)
+    }
+
+    /// `n` ids of `tag`.
+    #[napi]
+    pub fn next_ids(&self, env: Env, tag: String, n: u32) -> Result<BigInt64Array> {
+        self.inner
+            .next_ids(&tag, n as usize)
+            .map(BigInt64Array::from)
+            .js(&env)
+    }
+
+    /// A handle on `tag`: the fast path.
+    #[napi]
+    pub fn tag(&self, env: Env, tag: String) -> Result<JsTagHandle> {
+        self.inner
+            .tag(&tag)
+            .map(|inner| JsTagHandle { inner })
+            .js(&env)
+    }
+
+    /// The tags known since the last refresh, sorted.
+    #[napi]
+    pub fn tags(&self) -> Vec<String> {
+        self.inner.tags()
+    }
+
+    /// Inserts a tag and makes it usable at once.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn create_tag(
+        &self,
+        tag: String,
+        options: Option<CreateTagOptions>,
+    ) -> AsyncTask<Blocking<()>> {
+        let g = self.inner.clone();
+        let o = options.unwrap_or_default();
+        let (start, step, description) = (
+            o.start.unwrap_or(1),
+            o.step.unwrap_or(1000),
+            o.description.unwrap_or_default(),
+        );
+        blocking(move || {
+            leafid::runtime::block_on(
+                async move { g.create_tag(&tag, start, step, &description).await },
+            )
+        })
+    }
+
+    /// Creates `leaf_alloc` if missing.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn create_table(&self) -> AsyncTask<Blocking<()>> {
+        let g = self.inner.clone();
+        blocking(move || leafid::runtime::block_on(async move { g.create_table().await }))
+    }
+
+    /// Reloads the tag list now.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn refresh(&self) -> AsyncTask<Blocking<()>> {
+        let g = self.inner.clone();
+        blocking(move || leafid::runtime::block_on(async move { g.refresh().await }))
+    }
+
+    /// Per-tag state.
+    #[napi]
+    pub fn stats(&self) -> Vec<TagStatsJs> {
+        self.inner
+            .stats()
+            .into_iter()
+            .map(|s| TagStatsJs {
+                tag: s.tag,
+                initialized: s.initialized,
+                current: s.current as u32,
+                next_ready: s.next_ready,
+                segments: s
+                    .segments
+                    .iter()
+                    .map(|g| SegmentStatsJs {
+                        value: g.value,
+                        max: g.max,
+                        step: g.step,
+                    })
+                    .collect(),
+                step: s.step,
+                min_step: s.min_step,
+                refills: s.refills as i64,
+                last_refill_ms: s.last_refill.map(|d| d.as_secs_f64() * 1000.0),
+                last_error: s.last_error,
+            })
+            .collect()
+    }
+
+    /// Stops background work; later calls throw `LEAF_CLOSED`. Idempotent.
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close();
+    }
+}
+
+/// The fast way to issue ids for one tag.
+#[napi(js_name = "TagHandle")]
+pub struct JsTagHandle {
+    inner: TagHandle,
+}
+
+#[napi]
+impl JsTagHandle {
+    /// The tag this handle issues for.
+    #[napi(getter)]
+    pub fn tag(&self) -> String {
+        self.inner.tag().to_string()
+    }
+
+    /// The next id: an atomic add in the common case.
+    #[napi]
+    pub fn next_id(&self, env: Env) -> Result<BigInt> {
+        self.inner.next_id().map(BigInt::from).js(&env)
+    }
+
+    /// The next id as a decimal string (for JSON).
+    #[napi]
+    pub fn next_id_string(&self, env: Env) -> Result<String> {
+        self.inner.next_id().map(|id| id.to_string()).js(&env)
+    }
+
+    /// `n` ids.
+    #[napi]
+    pub fn next_ids(&self, env: Env, n: u32) -> Result<BigInt64Array> {
+        self.inner
+            .next_ids(n as usize)
+            .map(BigInt64Array::from)
+            .js(&env)
+    }
+}

@@ -1,0 +1,181 @@
+//! `SnowflakeGenerator`, `Layout`, `decode`: wrap `leafid::snowflake`.
+
+use std::time::Duration;
+
+use leafid::snowflake::{Layout, SnowflakeGenerator, LEAF_EPOCH_MS};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use crate::error::IntoJs;
+use crate::task::{blocking, Blocking};
+
+/// How the 63 bits of an id are split, and the epoch (default: Leaf's 41 + 10 + 12,
+/// epoch 1288834974657).
+#[napi(object)]
+#[derive(Clone, Copy)]
+pub struct LayoutJs {
+    pub timestamp_bits: u8,
+    pub worker_bits: u8,
+    pub sequence_bits: u8,
+    pub epoch_ms: i64,
+}
+
+impl LayoutJs {
+    fn core(self) -> leafid::Result<Layout> {
+        Layout::new(
+            self.timestamp_bits,
+            self.worker_bits,
+            self.sequence_bits,
+            self.epoch_ms,
+        )
+    }
+}
+
+impl From<&Layout> for LayoutJs {
+    fn from(l: &Layout) -> Self {
+        LayoutJs {
+            timestamp_bits: l.timestamp_bits(),
+            worker_bits: l.worker_bits(),
+            sequence_bits: l.sequence_bits(),
+            epoch_ms: l.epoch_ms(),
+        }
+    }
+}
+
+/// Leaf's layout: 41 + 10 + 12 bits, epoch 1288834974657.
+#[napi]
+pub fn leaf_layout() -> LayoutJs {
+    LayoutJs::from(&Layout::default())
+}
+
+/// Leaf's epoch in ms since the Unix epoch.
+#[napi]
+pub const LEAF_EPOCH: i64 = LEAF_EPOCH_MS;
+
+/// Options of `SnowflakeGenerator.connect`.
+#[napi(object)]
+pub struct SnowflakeOptionsJs {
+    /// `fixed:7`, `local:///dir`, `zookeeper://host:port/name?port=P`,
+    /// `zookeeper-recycle://host:port/name`, `mysql://user:pass@host/db?port=P`.
+    pub registry: String,
+    /// Bit layout and epoch (Leaf's by default).
+    pub layout: Option<LayoutJs>,
+    /// Directory of the worker cache file.
+    pub cache_dir: Option<String>,
+    /// How often the time bound is persisted (3000 ms).
+    pub heartbeat_ms: Option<u32>,
+    /// Largest backward clock step waited out (5 ms).
+    pub max_backward_ms: Option<u32>,
+    /// How long start-up waits for a clock behind the worker's floor (10 000 ms).
+    pub startup_wait_ms: Option<u32>,
+}
+
+/// An id split into its parts.
+#[napi(object)]
+pub struct DecodedIdJs {
+    pub timestamp_ms: i64,
+    pub worker_id: u32,
+    pub sequence: u32,
+}
+
+/// Issues snowflake ids with a worker id from a registry.
+#[napi(js_name = "SnowflakeGenerator")]
+pub struct JsSnowflakeGenerator {
+    inner: SnowflakeGenerator,
+}
+
+#[napi]
+impl JsSnowflakeGenerator {
+    /// Acquires a worker id and starts the heartbeat, off the event loop.
+    #[napi(ts_return_type = "Promise<SnowflakeGenerator>")]
+    pub fn connect(
+        env: Env,
+        options: SnowflakeOptionsJs,
+    ) -> Result<AsyncTask<Blocking<JsSnowflakeGenerator>>> {
+        let mut builder = SnowflakeGenerator::builder()
+            .registry_url(&options.registry)
+            .js(&env)?;
+        if let Some(layout) = options.layout {
+            builder = builder.layout(layout.core().js(&env)?);
+        }
+        if let Some(dir) = options.cache_dir {
+            builder = builder.cache_dir(dir);
+        }
+        if let Some(ms) = options.heartbeat_ms {
+            builder = builder.heartbeat(Duration::from_millis(ms.into()));
+        }
+        if let Some(ms) = options.max_backward_ms {
+            builder = builder.max_backward(Duration::from_millis(ms.into()));
+        }
+        if let Some(ms) = options.startup_wait_ms {
+            builder = builder.startup_wait(Duration::from_millis(ms.into()));
+        }
+        Ok(blocking(move || {
+            builder
+                .build_blocking()
+                .map(|inner| JsSnowflakeGenerator { inner })
+        }))
+    }
+
+    /// The next id.
+    #[napi]
+    pub fn next_id(&self, env: Env) -> Result<BigInt> {
+        self.inner.next_id().map(BigInt::from).js(&env)
+    }
+
+    /// The next id as a decimal string (for JSON).
+    #[napi]
+    pub fn next_id_string(&self, env: Env) -> Result<String> {
+        self.inner.next_id().map(|id| id.to_string()).js(&env)
+    }
+
+    /// `n` ids.
+    #[napi]
+    pub fn next_ids(&self, env: Env, n: u32) -> Result<BigInt64Array> {
+        self.inner
+            .next_ids(n as usize)
+            .map(BigInt64Array::from)
+            .js(&env)
+    }
+
+    /// The worker id held.
+    #[napi(getter)]
+    pub fn worker_id(&self) -> u32 {
+        self.inner.worker_id()
+    }
+
+    /// The layout in use.
+    #[napi(getter)]
+    pub fn layout(&self) -> LayoutJs {
+        LayoutJs::from(self.inner.layout())
+    }
+
+    /// Persists the last timestamp and releases the worker id; later calls throw
+    /// `LEAF_CLOSED`. Idempotent.
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close();
+    }
+}
+
+/// Splits an id (a bigint) into timestamp, worker id and sequence.
+#[napi]
+pub fn decode(env: Env, id: BigInt, layout: Option<LayoutJs>) -> Result<DecodedIdJs> {
+    let (value, lossless) = id.get_i64();
+    if !lossless {
+        return Err(crate::error::to_js(
+            &env,
+            leafid::Error::InvalidConfig(format!("{} is not a 64-bit id", value)),
+        ));
+    }
+    let layout = match layout {
+        Some(l) => l.core().js(&env)?,
+        None => Layout::default(),
+    };
+    let d = leafid::snowflake::decode(value, &layout);
+    Ok(DecodedIdJs {
+        timestamp_ms: d.timestamp_ms,
+        worker_id: d.worker_id,
+        sequence: d.sequence,
+    })
+}

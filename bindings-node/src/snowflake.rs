@@ -88,33 +88,28 @@ pub struct JsSnowflakeGenerator {
 impl JsSnowflakeGenerator {
     /// Acquires a worker id and starts the heartbeat, off the event loop.
     #[napi(ts_return_type = "Promise<SnowflakeGenerator>")]
-    pub fn connect(
-        env: Env,
-        options: SnowflakeOptionsJs,
-    ) -> Result<AsyncTask<Blocking<JsSnowflakeGenerator>>> {
-        let mut builder = SnowflakeGenerator::builder()
-            .registry_url(&options.registry)
-            .js(&env)?;
-        if let Some(layout) = options.layout {
-            builder = builder.layout(layout.core().js(&env)?);
-        }
-        if let Some(dir) = options.cache_dir {
-            builder = builder.cache_dir(dir);
-        }
-        if let Some(ms) = options.heartbeat_ms {
-            builder = builder.heartbeat(Duration::from_millis(ms.into()));
-        }
-        if let Some(ms) = options.max_backward_ms {
-            builder = builder.max_backward(Duration::from_millis(ms.into()));
-        }
-        if let Some(ms) = options.startup_wait_ms {
-            builder = builder.startup_wait(Duration::from_millis(ms.into()));
-        }
-        Ok(blocking(move || {
+    pub fn connect(options: SnowflakeOptionsJs) -> AsyncTask<Blocking<JsSnowflakeGenerator>> {
+        blocking(move || {
+            let mut builder = SnowflakeGenerator::builder().registry_url(&options.registry)?;
+            if let Some(layout) = options.layout {
+                builder = builder.layout(layout.core()?);
+            }
+            if let Some(dir) = options.cache_dir {
+                builder = builder.cache_dir(dir);
+            }
+            if let Some(ms) = options.heartbeat_ms {
+                builder = builder.heartbeat(Duration::from_millis(ms.into()));
+            }
+            if let Some(ms) = options.max_backward_ms {
+                builder = builder.max_backward(Duration::from_millis(ms.into()));
+            }
+            if let Some(ms) = options.startup_wait_ms {
+                builder = builder.startup_wait(Duration::from_millis(ms.into()));
+            }
             builder
                 .build_blocking()
                 .map(|inner| JsSnowflakeGenerator { inner })
-        }))
+        })
     }
 
     /// The next id.

@@ -1,0 +1,76 @@
+// SegmentGenerator and TagHandle from Node.
+'use strict';
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const leafid = require('../..');
+const { tmpdir, mysqlUrl, uniqueTag } = require('./helpers');
+
+test('ids start at the tag start and are bigints', async () => {
+  const gen = await leafid.SegmentGenerator.connect(`sqlite://${tmpdir()}/ids.db`);
+  await gen.createTag('order', { start: 100, step: 10, description: 'orders' });
+  const h = gen.tag('order');
+  assert.equal(h.tag, 'order');
+  assert.equal(h.nextId(), 100n);
+  assert.equal(gen.nextId('order'), 101n);
+  assert.deepEqual([...gen.nextIds('order', 3)], [102n, 103n, 104n]);
+  assert.ok(h.nextIds(20) instanceof BigInt64Array);
+  assert.equal(h.nextIdString(), '125');
+  assert.equal(gen.nextIdString('order'), '126');
+  assert.deepEqual(gen.tags(), ['order']);
+  const [s] = gen.stats();
+  assert.equal(s.tag, 'order');
+  assert.equal(s.initialized, true);
+  assert.equal(s.segments.length, 2);
+  gen.close();
+});
+
+test('errors carry stable codes', async () => {
+  const gen = await leafid.SegmentGenerator.connect(`sqlite://${tmpdir()}/ids.db`);
+  assert.throws(() => gen.nextId('missing'), (e) => e instanceof Error && e.code === 'LEAF_TAG_NOT_FOUND' && /create_tag/.test(e.message));
+  assert.throws(() => gen.nextId(''), { code: 'LEAF_INVALID_TAG' });
+  assert.throws(() => gen.tag('x'.repeat(129)), { code: 'LEAF_INVALID_TAG' });
+  await gen.createTag('dup');
+  await assert.rejects(gen.createTag('dup'), { code: 'LEAF_TAG_EXISTS' });
+  await assert.rejects(gen.createTag('bad', { step: 0 }), { code: 'LEAF_INVALID_CONFIG' });
+  await assert.rejects(leafid.SegmentGenerator.connect('postgres://x'), { code: 'LEAF_INVALID_URL' });
+  await assert.rejects(leafid.SegmentGenerator.connect('mysql://root:x@127.0.0.1:1/leafid'), { code: 'LEAF_STORE_UNAVAILABLE' });
+  const h = gen.tag('dup');
+  gen.close();
+  assert.throws(() => h.nextId(), { code: 'LEAF_CLOSED' });
+});
+
+test('a missing MySQL table says how to create it', async () => {
+  const base = mysqlUrl().replace(/\/[^/]*$/, '');
+  await assert.rejects(leafid.SegmentGenerator.connect(`${base}/mysql`), (e) => e.code === 'LEAF_TABLE_MISSING' && /create_table/.test(e.message));
+});
+
+test('refresh picks up a tag created by another generator', async () => {
+  const url = `sqlite://${tmpdir()}/ids.db`;
+  const a = await leafid.SegmentGenerator.connect(url);
+  const b = await leafid.SegmentGenerator.connect(url);
+  await a.createTag('new');
+  assert.throws(() => b.nextId('new'), { code: 'LEAF_TAG_NOT_FOUND' });
+  await b.refresh();
+  assert.ok(b.nextId('new') > 0n);
+  a.close();
+  b.close();
+});
+
+test('MySQL: two generators never share an id', async () => {
+  const url = mysqlUrl();
+  const tag = uniqueTag('mysql');
+  const a = await leafid.SegmentGenerator.connect(url, { createTable: true });
+  await a.createTag(tag, { step: 100 });
+  const b = await leafid.SegmentGenerator.connect(url);
+  const ha = a.tag(tag);
+  const hb = b.tag(tag);
+  const seen = new Set();
+  for (let i = 0; i < 20000; i++) {
+    for (const id of [ha.nextId(), hb.nextId()]) {
+      assert.ok(!seen.has(id), `duplicate ${id}`);
+      seen.add(id);
+    }
+  }
+  a.close();
+  b.close();
+});

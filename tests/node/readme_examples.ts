@@ -1,0 +1,24 @@
+// The Node examples of README.md, checked with `tsc --noEmit --strict` by
+// readme.test.js.
+import { SegmentGenerator, SnowflakeGenerator, decode, type LeafError } from 'leafid';
+
+export async function segmentExample(url: string): Promise<bigint[]> {
+  const gen = await SegmentGenerator.connect(url, { createTable: true });
+  await gen.createTag('order', { start: 1, step: 1000, description: 'order ids' }).catch((e: LeafError) => {
+    if (e.code !== 'LEAF_TAG_EXISTS') throw e;
+  });
+  const order = gen.tag('order'); // a handle: no lookup per call
+  const first: bigint = order.nextId();
+  const batch: BigInt64Array = gen.nextIds('order', 100);
+  const forJson: string = order.nextIdString();
+  console.log(forJson);
+  gen.close();
+  return [first, ...batch];
+}
+
+export async function snowflakeExample(lockDir: string): Promise<number> {
+  const sf = await SnowflakeGenerator.connect({ registry: `local://${lockDir}` });
+  const parts = decode(sf.nextId());
+  sf.close();
+  return parts.workerId;
+}

@@ -13,19 +13,6 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 fn main() {
-    // Error times are wall-clock milliseconds as the orchestrator sees them (it passes its
-    // clock at launch), measured on the monotonic clock: a worker whose own wall clock is
-    // faked still reports when its errors really happened.
-    let started = Instant::now();
-    let wall_start: u128 = std::env::var("LEAFID_WALL_START_MS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis()
-        });
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: issue_ids segment URL TAG SECONDS OUT | snowflake REGISTRY SECONDS OUT";
     let (mut next, seconds, out): (Box<dyn FnMut() -> leafid::Result<i64>>, f64, String) =
@@ -69,8 +56,7 @@ fn main() {
                 }
                 Err(e) => {
                     errors += 1;
-                    let now = wall_start + started.elapsed().as_millis();
-                    writeln!(error_log, "{now} {}", e.code()).unwrap();
+                    writeln!(error_log, "{} {}", monotonic_ms(), e.code()).unwrap();
                     if first_error.is_empty() {
                         first_error = format!("{}: {e}", e.code());
                     }
@@ -87,6 +73,19 @@ fn main() {
         "{}",
         serde_json::json!({"ids": ids, "errors": errors, "first_error": first_error})
     );
+}
+
+/// CLOCK_MONOTONIC in ms: one clock for every process on the host that faketime (with
+/// FAKETIME_DONT_FAKE_MONOTONIC) leaves alone, so the orchestrator can place errors in
+/// time even for a worker whose wall clock is faked.
+fn monotonic_ms() -> u128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u128 * 1000 + ts.tv_nsec as u128 / 1_000_000
 }
 
 type Next = Box<dyn FnMut() -> leafid::Result<i64>>;

@@ -79,7 +79,6 @@ class Run:
         # The output file is the last argument of every mode.
         e = dict(os.environ)
         e["LEAFID_CACHE_DIR"] = os.path.join(self.dir, f"cache-{self.count:03d}")
-        e["LEAFID_WALL_START_MS"] = str(int(time.time() * 1000))
         e.update(extra_env or {})
         proc = subprocess.Popen((prefix or []) + cmd + args + [out], env=e, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -199,10 +198,10 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
     modes = registries(f"cross-fault-{stamp}")
     recycle = [u + "&session_timeout_ms=2000" for u in modes["zookeeper-recycle"]]
     seconds = 24.0
-    t0 = time.time()
+    t0 = time.monotonic()
 
     def spawn_all(kind: str, i: int, lang: str) -> Worker:
-        left = str(max(1.0, seconds - (time.time() - t0)))
+        left = str(max(1.0, seconds - (time.monotonic() - t0)))
         if kind == "segment":
             return run.start(lang, ["segment", env("LEAFID_MYSQL_URL"), tag, left])
         url = {"zookeeper": modes["zookeeper"], "recycle": recycle, "mysql": modes["mysql"]}[kind][i]
@@ -230,50 +229,50 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
     timeline: list[Fault] = []
 
     def at(t: float) -> None:
-        time.sleep(max(0.0, t0 + t - time.time()))
+        time.sleep(max(0.0, t0 + t - time.monotonic()))
 
     at(2)
-    f = Fault("MariaDB stopped 3 s, restarted", time.time(), 0)
+    f = Fault("MariaDB stopped 3 s, restarted", time.monotonic(), 0)
     services("stop", "mysql")
     at(5)
     services("start", "mysql")
-    f.end = time.time()
+    f.end = time.monotonic()
     timeline.append(f)
     at(6)
+    f = Fault("clock stepped back 3 s for 2 s (faketime, one Rust process)", time.monotonic(), 0)
     with open(clock_file, "w") as fh:
         fh.write("-3s\n")
-    f = Fault("clock stepped back 3 s for 2 s (faketime, one Rust process)", time.time(), 0)
     at(8)
     with open(clock_file, "w") as fh:
         fh.write("+0\n")
-    f.end = time.time()
+    f.end = time.monotonic()
     timeline.append(f)
     at(9)
-    f = Fault("ZooKeeper stopped 3 s, restarted", time.time(), 0)
+    f = Fault("ZooKeeper stopped 3 s, restarted", time.monotonic(), 0)
     services("stop", "zookeeper")
     at(12)
     services("start", "zookeeper")
-    f.end = time.time()
+    f.end = time.monotonic()
     timeline.append(f)
     at(15)
-    f = Fault("SIGKILL + restart: every segment and recycle worker", time.time(), 0)
+    f = Fault("SIGKILL + restart: every segment and recycle worker", time.monotonic(), 0)
     for i, lang in enumerate(LANGS):
         for kind in ("segment", "recycle"):
             live[(kind, lang)].proc.send_signal(signal.SIGKILL)
             live[(kind, lang)].proc.wait()
             live[(kind, lang)] = spawn_all(kind, i, lang)
-    f.end = time.time()
+    f.end = time.monotonic()
     timeline.append(f)
     # The clock worker ended at t=10; restart it on the same lock directory with its clock
     # 5 s behind the bound it persisted: it must wait or refuse, never reissue.
     clock_worker.proc.wait()
+    f = Fault("restart with the clock 5 s behind (same local worker id)", time.monotonic(), 0)
     with open(clock_file, "w") as fh:
         fh.write("-5s\n")
-    f = Fault("restart with the clock 5 s behind (same local worker id)", time.time(), 0)
     late = run.start("rust", ["snowflake", clock_url, "8"], faketime_env)
     late.may_refuse = "LEAF_CLOCK_BEHIND_REGISTRY"
     problems = run.wait()
-    f.end = time.time()
+    f.end = time.monotonic()
     timeline.append(f)
     result = check(run.files())
 
@@ -304,7 +303,7 @@ def main() -> int:
     opts = parser.parse_args()
     subprocess.run(["cargo", "build", "-q", "-p", "leafid", "--example", "issue_ids",
                     "--example", "check_ids"], check=True, cwd=ROOT)
-    stamp = str(int(time.time()))
+    stamp = str(time.time_ns())
     report = ["# Cross-language run", ""]
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix="leafid-cross-") as tmp:

@@ -28,9 +28,6 @@ async function main() {
     return 1;
   }
   const rate = Number(process.env.LEAFID_WORKER_RATE || 50000);
-  // Error times: the orchestrator's clock at launch plus monotonic time since.
-  const wallStart = Number(process.env.LEAFID_WALL_START_MS || Date.now());
-  const monoStart = performance.now();
   const file = fs.openSync(out, 'w');
   const errLog = fs.openSync(`${out}.err`, 'w');
   let ids = 0;
@@ -49,7 +46,8 @@ async function main() {
         lines.push(next().toString());
       } catch (e) {
         errors++;
-        fs.writeSync(errLog, `${Math.round(wallStart + performance.now() - monoStart)} ${e.code}\n`);
+        // hrtime is CLOCK_MONOTONIC, shared by every process on the host.
+        fs.writeSync(errLog, `${process.hrtime.bigint() / 1000000n} ${e.code}\n`);
         if (!firstError) firstError = `${e.code}: ${e.message}`;
         await new Promise((r) => setTimeout(r, 5));
         break;

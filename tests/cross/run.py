@@ -197,6 +197,9 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
     tag = new_mysql_tag(f"cross-fault-{stamp}", 2000)
     modes = registries(f"cross-fault-{stamp}")
     recycle = [u + "&session_timeout_ms=2000" for u in modes["zookeeper-recycle"]]
+    # Leaf's forever nodes on the three-node ensemble, of which one member is stopped.
+    ensemble = [u.replace(env("LEAFID_ZK"), env("LEAFID_ZK_ENSEMBLE"))
+                for u in modes["zookeeper"]]
     seconds = 24.0
     t0 = time.monotonic()
 
@@ -204,12 +207,13 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
         left = str(max(1.0, seconds - (time.monotonic() - t0)))
         if kind == "segment":
             return run.start(lang, ["segment", env("LEAFID_MYSQL_URL"), tag, left])
-        url = {"zookeeper": modes["zookeeper"], "recycle": recycle, "mysql": modes["mysql"]}[kind][i]
+        url = {"zookeeper": modes["zookeeper"], "recycle": recycle, "mysql": modes["mysql"],
+               "ensemble": ensemble}[kind][i]
         return run.start(lang, ["snowflake", url, left])
 
     live: dict[tuple[str, str], Worker] = {}
     for i, lang in enumerate(LANGS):
-        for kind in ("segment", "zookeeper", "recycle", "mysql"):
+        for kind in ("segment", "zookeeper", "recycle", "mysql", "ensemble"):
             live[(kind, lang)] = spawn_all(kind, i, lang)
     # A Rust snowflake worker whose clock libfaketime moves back 3 s at t=5.
     clock_file = os.path.join(tmp, "faketime")
@@ -254,7 +258,14 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
     services("start", "zookeeper")
     f.end = time.monotonic()
     timeline.append(f)
+    at(13)
+    f = Fault("ZooKeeper ensemble: member 1 stopped 2 s, restarted", time.monotonic(), 0)
+    services("stop-node", "1")
     at(15)
+    services("start-node", "1")
+    f.end = time.monotonic()
+    timeline.append(f)
+    at(16)
     f = Fault("SIGKILL + restart: every segment and recycle worker", time.monotonic(), 0)
     for i, lang in enumerate(LANGS):
         for kind in ("segment", "recycle"):
@@ -322,7 +333,7 @@ def main() -> int:
             res, problems, timeline, totals = faults(tmp, stamp)
             ok = bool(res["ok"]) and not problems
             passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
-            report += [f"Faults, one 24 s run of {res['files']} processes (12 issuing from the "
+            report += [f"Faults, one 24 s run of {res['files']} processes (15 issuing from the "
                        "start; 6 killed and restarted; 2 under faketime): "
                        f"{res['ids']} ids, {res['duplicates']} duplicates, "
                        f"{res['out_of_order']} out of order: {'ok' if ok else 'FAILED'}", "",

@@ -2,41 +2,10 @@
 //! takes a million ids by handle and by tag name (preloads included, which run on the
 //! background runtime, not on the caller's thread).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
-struct Counting;
-
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-thread_local! {
-    static WATCHED: Cell<bool> = const { Cell::new(false) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if WATCHED.with(|w| w.get()) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
-        // SAFETY: forwards the caller's contract to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
-    WATCHED.with(|w| w.set(true));
-    f();
-    WATCHED.with(|w| w.set(false));
-    ALLOCATIONS.load(Ordering::Relaxed) - before
-}
+use counting_alloc::allocations_during;
 
 #[test]
 fn next_id_allocates_nothing_in_the_common_case() {

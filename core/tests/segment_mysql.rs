@@ -8,37 +8,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+#[path = "support/mysql.rs"]
+mod mysql;
+
+use mysql::{connect, create, fresh_tag, mysql_url};
+
 use leafid::{Error, SegmentGenerator, SegmentOptions};
 use sqlx::mysql::MySqlPoolOptions;
 use sqlx::Row;
-
-fn mysql_url() -> String {
-    std::env::var("LEAFID_MYSQL_URL").expect(
-        "LEAFID_MYSQL_URL is not set: run `eval \"$(scripts/services.sh start mysql)\"` first",
-    )
-}
-
-/// A tag name no other test (or earlier run) uses.
-fn fresh_tag(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
-
-fn connect(opts: SegmentOptions) -> SegmentGenerator {
-    let opts = SegmentOptions {
-        create_table: true,
-        ..opts
-    };
-    SegmentGenerator::connect_blocking(&mysql_url(), opts).unwrap()
-}
-
-fn create(gen: &SegmentGenerator, tag: &str, start: i64, step: i64) {
-    let (g, t) = (gen.clone(), tag.to_string());
-    leafid::runtime::block_on(async move { g.create_tag(&t, start, step, "test").await }).unwrap();
-}
 
 fn refresh(gen: &SegmentGenerator) {
     let g = gen.clone();

@@ -8,34 +8,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leafid::{SegmentGenerator, SegmentOptions};
+#[path = "support/mysql.rs"]
+mod mysql;
 
-fn mysql_url() -> String {
-    std::env::var("LEAFID_MYSQL_URL").expect(
-        "LEAFID_MYSQL_URL is not set: run `eval \"$(scripts/services.sh start mysql)\"` first",
-    )
-}
+use mysql::{connect, create, fresh_tag};
 
-fn connect(opts: SegmentOptions) -> SegmentGenerator {
-    let opts = SegmentOptions {
-        create_table: true,
-        ..opts
-    };
-    SegmentGenerator::connect_blocking(&mysql_url(), opts).unwrap()
-}
-
-fn create(gen: &SegmentGenerator, tag: &str, start: i64, step: i64) {
-    let (g, t) = (gen.clone(), tag.to_string());
-    leafid::runtime::block_on(async move { g.create_tag(&t, start, step, "test").await }).unwrap();
-}
-
-fn fresh_tag(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
+use leafid::SegmentOptions;
 
 fn services(args: &[&str]) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/services.sh");

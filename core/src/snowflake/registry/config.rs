@@ -9,7 +9,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{FixedRegistry, LocalRegistry, WorkerRegistry};
+use std::time::Duration;
+
+use super::{FixedRegistry, LocalRegistry, WorkerRegistry, ZookeeperRegistry};
 use crate::error::{Error, Result};
 
 const FORMS: &str = "fixed:7 | local:///var/lib/leafid/workers | \
@@ -40,6 +42,10 @@ pub enum RegistryConfig {
         ip: String,
         /// This process's port, part of its identity (Leaf's `leaf.snowflake.port`).
         port: String,
+        /// `?session_timeout_ms=` (default 6000, Leaf's Curator setting).
+        session_timeout_ms: u32,
+        /// `?connect_timeout_ms=`: how long start-up waits for a session (default 3000).
+        connect_timeout_ms: u32,
     },
     /// `zookeeper-recycle://host:port/name[?port=P&ip=A]` — a pool of ids leased with
     /// the ZooKeeper session; ip and port are only recorded as the last user.
@@ -52,6 +58,11 @@ pub enum RegistryConfig {
         ip: String,
         /// This process's port (recorded only; default "0").
         port: String,
+        /// `?session_timeout_ms=` (default 6000): how long after a holder's last contact
+        /// ZooKeeper frees its id.
+        session_timeout_ms: u32,
+        /// `?connect_timeout_ms=`: how long an acquire waits for a session (default 3000).
+        connect_timeout_ms: u32,
     },
     /// `mysql://user:pass@host:port/db?port=P[&ip=A]` — the Leaf fork's
     /// `leaf_workerid_alloc` table, one row per `ip:port`.
@@ -168,8 +179,29 @@ pub fn first_non_loopback_ipv4() -> Option<String> {
 }
 
 /// Splits `host:port[,host:port]/name[?query]` for the two ZooKeeper forms.
-/// `(connect, name, query pairs)` of a ZooKeeper URL.
-type ZkParts = (String, String, Vec<(String, String)>);
+/// `(connect, name, query pairs, session timeout ms, connect timeout ms)` of a ZooKeeper URL.
+type ZkParts = (String, String, Vec<(String, String)>, u32, u32);
+
+/// A millisecond option in `min..=max`, or `default` when absent.
+fn ms_param(
+    url: &str,
+    pairs: &[(String, String)],
+    key: &str,
+    default: u32,
+    min: u32,
+    max: u32,
+) -> Result<u32> {
+    match get(pairs, key) {
+        None => Ok(default),
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n),
+            _ => Err(bad(
+                url,
+                format!("{key}={v:?} must be a whole number of milliseconds in {min}..={max}"),
+            )),
+        },
+    }
+}
 
 fn parse_zk(url: &str, rest: &str) -> Result<ZkParts> {
     let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -198,8 +230,21 @@ fn parse_zk(url: &str, rest: &str) -> Result<ZkParts> {
             format!("name {name:?} must be one non-empty path segment (Leaf's leaf.name)"),
         ));
     }
-    let pairs = query_pairs(url, query, &["port", "ip"])?;
-    Ok((connect.to_string(), name.to_string(), pairs))
+    let pairs = query_pairs(
+        url,
+        query,
+        &["port", "ip", "session_timeout_ms", "connect_timeout_ms"],
+    )?;
+    // ZooKeeper servers accept 2..20 ticks by default; beyond these bounds no server would.
+    let session = ms_param(url, &pairs, "session_timeout_ms", 6000, 100, 600_000)?;
+    let connect_ms = ms_param(url, &pairs, "connect_timeout_ms", 3000, 100, 600_000)?;
+    Ok((
+        connect.to_string(),
+        name.to_string(),
+        pairs,
+        session,
+        connect_ms,
+    ))
 }
 
 impl RegistryConfig {
@@ -231,7 +276,8 @@ impl RegistryConfig {
             });
         }
         if let Some(rest) = url.strip_prefix("zookeeper-recycle://") {
-            let (connect, name, pairs) = parse_zk(url, rest)?;
+            let (connect, name, pairs, session_timeout_ms, connect_timeout_ms) =
+                parse_zk(url, rest)?;
             let port = get(&pairs, "port").unwrap_or("0").to_string();
             check_port(url, &port)?;
             let ip = identity_ip(url, get(&pairs, "ip"))?;
@@ -240,10 +286,13 @@ impl RegistryConfig {
                 name,
                 ip,
                 port,
+                session_timeout_ms,
+                connect_timeout_ms,
             });
         }
         if let Some(rest) = url.strip_prefix("zookeeper://") {
-            let (connect, name, pairs) = parse_zk(url, rest)?;
+            let (connect, name, pairs, session_timeout_ms, connect_timeout_ms) =
+                parse_zk(url, rest)?;
             let port = get(&pairs, "port")
                 .ok_or_else(|| {
                     bad(
@@ -259,6 +308,8 @@ impl RegistryConfig {
                 name,
                 ip,
                 port,
+                session_timeout_ms,
+                connect_timeout_ms,
             });
         }
         if url.starts_with("mysql://") {
@@ -306,9 +357,22 @@ impl RegistryConfig {
         match self {
             RegistryConfig::Fixed(id) => Ok(Arc::new(FixedRegistry::new(*id))),
             RegistryConfig::Local { dir } => Ok(Arc::new(LocalRegistry::new(dir.clone()))),
-            RegistryConfig::Zookeeper { .. }
-            | RegistryConfig::ZookeeperRecycle { .. }
-            | RegistryConfig::Mysql { .. } => Err(Error::InvalidConfig(format!(
+            RegistryConfig::Zookeeper {
+                connect,
+                name,
+                ip,
+                port,
+                session_timeout_ms,
+                connect_timeout_ms,
+            } => Ok(Arc::new(ZookeeperRegistry::new(
+                connect.clone(),
+                name.clone(),
+                ip.clone(),
+                port.clone(),
+                Duration::from_millis(*session_timeout_ms as u64),
+                Duration::from_millis(*connect_timeout_ms as u64),
+            ))),
+            RegistryConfig::ZookeeperRecycle { .. } | RegistryConfig::Mysql { .. } => Err(Error::InvalidConfig(format!(
                 "the {} worker registry is not part of this build yet; use fixed: or local: for now",
                 self.scheme()
             ))),
@@ -378,7 +442,9 @@ mod tests {
                 connect: "127.0.0.1:2181,127.0.0.1:2182".into(),
                 name: "com.sankuai.leaf".into(),
                 ip: "10.0.0.5".into(),
-                port: "8080".into()
+                port: "8080".into(),
+                session_timeout_ms: 6000,
+                connect_timeout_ms: 3000,
             }
         );
     }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use super::{FixedRegistry, LocalRegistry, WorkerRegistry, ZookeeperRegistry};
+use super::{FixedRegistry, LocalRegistry, MysqlRegistry, WorkerRegistry, ZookeeperRegistry};
 use crate::error::{Error, Result};
 
 const FORMS: &str = "fixed:7 | local:///var/lib/leafid/workers | \
@@ -372,7 +372,10 @@ impl RegistryConfig {
                 Duration::from_millis(*session_timeout_ms as u64),
                 Duration::from_millis(*connect_timeout_ms as u64),
             ))),
-            RegistryConfig::ZookeeperRecycle { .. } | RegistryConfig::Mysql { .. } => Err(Error::InvalidConfig(format!(
+            RegistryConfig::Mysql { url, ip, port } => {
+                Ok(Arc::new(MysqlRegistry::new(url, ip.clone(), port.clone())?))
+            }
+            RegistryConfig::ZookeeperRecycle { .. } => Err(Error::InvalidConfig(format!(
                 "the {} worker registry is not part of this build yet; use fixed: or local: for now",
                 self.scheme()
             ))),

@@ -24,12 +24,14 @@ pub mod cache;
 mod config;
 pub mod fixed;
 pub mod local;
+pub mod mysql;
 pub mod zookeeper;
 
 pub use cache::{default_cache_dir, CacheEntry, WorkerCache};
 pub use config::{first_non_loopback_ipv4, RegistryConfig};
 pub use fixed::FixedRegistry;
 pub use local::LocalRegistry;
+pub use mysql::MysqlRegistry;
 pub use zookeeper::ZookeeperRegistry;
 
 /// A worker id held by this process, and the time floor it comes with.

@@ -1,0 +1,235 @@
+//! The `mysql` registry (the Leaf fork's `leaf_workerid_alloc`) on a real MariaDB
+//! (`LEAFID_MYSQL_URL`): one id per ip:port, the same one back on restart, concurrent
+//! starts never share an id, the stored bound is a floor, and no id wraps.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use leafid::clock::ManualClock;
+use leafid::snowflake::registry::{IssueLimit, MysqlRegistry, WorkerRegistry};
+use leafid::snowflake::LEAF_EPOCH_MS;
+use leafid::{Error, Layout, SnowflakeGenerator};
+
+fn base_url() -> String {
+    std::env::var("LEAFID_MYSQL_URL").expect(
+        "LEAFID_MYSQL_URL is not set: start the services (scripts/services.sh start) and \
+         `source .services/env` before running these tests",
+    )
+}
+
+/// A fresh database for this test binary, so AUTO_INCREMENT row ids (worker ids) start
+/// low on every run instead of climbing past 1023 over many runs.
+fn mysql_url() -> String {
+    static URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    URL.get_or_init(|| {
+        let base = base_url();
+        let db = format!("leafid_workers_{}", std::process::id());
+        let admin = base.clone();
+        let create = db.clone();
+        leafid::runtime::block_on(async move {
+            use sqlx::Connection;
+            let mut c = sqlx::MySqlConnection::connect(&admin)
+                .await
+                .expect("connect LEAFID_MYSQL_URL");
+            // Databases of earlier runs whose process is gone are dropped.
+            let old: Vec<String> = sqlx::query_scalar("SHOW DATABASES LIKE 'leafid\\_workers\\_%'")
+                .fetch_all(&mut c)
+                .await
+                .unwrap();
+            for name in old {
+                let pid = name.trim_start_matches("leafid_workers_");
+                if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                        "DROP DATABASE IF EXISTS `{name}`"
+                    )))
+                    .execute(&mut c)
+                    .await
+                    .unwrap();
+                }
+            }
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS `{create}`; CREATE DATABASE `{create}`"
+            )))
+            .execute(&mut c)
+            .await
+            .unwrap();
+        });
+        let mut u = url::Url::parse(&base).unwrap();
+        u.set_path(&format!("/{db}"));
+        u.to_string()
+    })
+    .clone()
+}
+
+/// An ip no other test (or earlier run) uses, so rows never collide.
+fn unique_ip(tag: u8) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("t{tag}-{}-{n}", std::process::id())
+}
+
+fn url(ip: &str, port: &str) -> String {
+    let base = mysql_url();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}ip={ip}&port={port}")
+}
+
+fn gen(ip: &str, port: &str, cache: &std::path::Path) -> leafid::Result<SnowflakeGenerator> {
+    SnowflakeGenerator::builder()
+        .registry_url(&url(ip, port))?
+        .cache_dir(cache)
+        .build_blocking()
+}
+
+fn registry(ip: &str, port: &str) -> Arc<MysqlRegistry> {
+    Arc::new(MysqlRegistry::new(&mysql_url(), ip, port).unwrap())
+}
+
+fn acquire(r: &Arc<MysqlRegistry>) -> leafid::Result<leafid::snowflake::registry::Lease> {
+    let r = r.clone();
+    leafid::runtime::block_on(async move { r.acquire(u32::MAX >> 1, IssueLimit::closed()).await })
+}
+
+#[test]
+fn same_ip_port_gets_the_same_id_and_distinct_ones_get_distinct_ids() {
+    let ip = unique_ip(1);
+    let a = acquire(&registry(&ip, "1")).unwrap();
+    let b = acquire(&registry(&ip, "2")).unwrap();
+    let a2 = acquire(&registry(&ip, "1")).unwrap();
+    assert_ne!(a.worker_id, b.worker_id);
+    assert_eq!(a.worker_id, a2.worker_id);
+}
+
+#[test]
+fn concurrent_acquires_never_share_an_id() {
+    let ip = unique_ip(2);
+    // 16 identities, each started by 3 threads at once: one row per identity, each
+    // identity's threads agree, no two identities share.
+    let threads: Vec<_> = (0..48)
+        .map(|i| {
+            let ip = ip.clone();
+            std::thread::spawn(move || {
+                let port = format!("{}", i % 16);
+                (
+                    port.clone(),
+                    acquire(&registry(&ip, &port)).unwrap().worker_id,
+                )
+            })
+        })
+        .collect();
+    let mut by_port = std::collections::HashMap::new();
+    for t in threads {
+        let (port, id) = t.join().unwrap();
+        let prev = by_port.entry(port.clone()).or_insert(id);
+        assert_eq!(*prev, id, "identity {port} got two ids");
+    }
+    let ids: HashSet<u32> = by_port.values().copied().collect();
+    assert_eq!(ids.len(), 16, "two identities share an id: {by_port:?}");
+}
+
+#[test]
+fn stored_bound_is_the_floor_and_a_clock_behind_it_is_refused() {
+    let ip = unique_ip(3);
+    let cache = tempfile::tempdir().unwrap();
+    let g = gen(&ip, "1", cache.path()).unwrap();
+    let worker = g.worker_id();
+    let last = g.next_id().unwrap();
+    g.close();
+    let last_ms = g.decode(last).timestamp_ms;
+    // The final renew stored the exact last timestamp.
+    let lease = acquire(&registry(&ip, "1")).unwrap();
+    assert_eq!(lease.worker_id, worker);
+    assert_eq!(lease.floor_ms, last_ms);
+
+    // Restart with a clock a minute behind: refused.
+    let cache2 = tempfile::tempdir().unwrap(); // no help from the cache file
+    let err = SnowflakeGenerator::builder()
+        .registry_url(&url(&ip, "1"))
+        .unwrap()
+        .cache_dir(cache2.path())
+        .clock(ManualClock::new(last_ms - 60_000))
+        .build_blocking()
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::ClockBehindRegistry { worker_id, last_ms: l, .. } if worker_id == worker && l == last_ms),
+        "{err:?}"
+    );
+    // A clock a little behind: waited out, first id after the floor.
+    let g = SnowflakeGenerator::builder()
+        .registry_url(&url(&ip, "1"))
+        .unwrap()
+        .cache_dir(cache2.path())
+        .clock(ManualClock::new(last_ms - 500))
+        .build_blocking()
+        .unwrap();
+    assert_eq!(g.worker_id(), worker);
+    assert!(g.decode(g.next_id().unwrap()).timestamp_ms > last_ms);
+    g.close();
+}
+
+#[test]
+fn row_ids_past_the_worker_range_are_refused_not_wrapped() {
+    let ip = unique_ip(4);
+    let cache = tempfile::tempdir().unwrap();
+    // One worker bit: ids 0..=1. Row ids only grow, so a fresh row is past it.
+    let layout = Layout::new(41, 1, 21, LEAF_EPOCH_MS).unwrap();
+    acquire(&registry(&ip, "a")).unwrap();
+    acquire(&registry(&ip, "b")).unwrap();
+    let lease = acquire(&registry(&ip, "1")).unwrap();
+    assert!(
+        lease.worker_id > 1,
+        "the third row of a table has id 3 or more"
+    );
+    let err = SnowflakeGenerator::builder()
+        .registry_url(&url(&ip, "1"))
+        .unwrap()
+        .layout(layout)
+        .cache_dir(cache.path())
+        .build_blocking()
+        .unwrap_err();
+    match err {
+        Error::WorkerIdExhausted { pool, size } => {
+            assert_eq!(size, 2);
+            assert!(pool.contains("never wraps"), "{pool}");
+        }
+        other => panic!("expected WorkerIdExhausted, got {other:?}"),
+    }
+}
+
+#[test]
+fn saturated_generators_on_mysql_never_issue_a_duplicate() {
+    let ip = unique_ip(5);
+    let cache = tempfile::tempdir().unwrap();
+    let gens: Vec<_> = (0..3)
+        .map(|p| gen(&ip, &p.to_string(), cache.path()).unwrap())
+        .collect();
+    let gens = Arc::new(gens);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1_000);
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let gens = gens.clone();
+            std::thread::spawn(move || {
+                let g = &gens[t % gens.len()];
+                let mut out = Vec::new();
+                let mut buf = [0i64; 64];
+                while std::time::Instant::now() < deadline {
+                    g.fill(&mut buf).unwrap();
+                    out.extend_from_slice(&buf);
+                }
+                out
+            })
+        })
+        .collect();
+    let mut all = HashSet::new();
+    for t in threads {
+        for id in t.join().unwrap() {
+            assert!(all.insert(id), "duplicate id {id}");
+        }
+    }
+    assert!(all.len() > 10_000);
+    for g in gens.iter() {
+        g.close();
+    }
+}

@@ -19,3 +19,39 @@ function uniqueTag(name) {
 }
 
 module.exports = { tmpdir, mysqlUrl, uniqueTag };
+
+/** A service variable from the environment, or a clear failure (never a silent pass). */
+function env(name) {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run \`eval "$(scripts/services.sh start)"\``);
+  return v;
+}
+
+/** Asserts every id of the lists (bigints) appears once; returns how many there were. */
+function assertUnique(assert, ...lists) {
+  const seen = new Set();
+  let n = 0;
+  for (const list of lists) {
+    for (const id of list) {
+      assert.equal(typeof id, 'bigint');
+      seen.add(id);
+      n++;
+    }
+  }
+  assert.equal(seen.size, n, `${n - seen.size} duplicate ids`);
+  return n;
+}
+
+/** Skips a registry test while the core lacks that registry (reported as skipped). */
+function skipIfNotBuilt(t, err) {
+  if (err && err.code === 'LEAF_INVALID_CONFIG' && /not part of this build yet/.test(err.message)) {
+    t.skip(`core: ${err.message}`);
+    return true;
+  }
+  return false;
+}
+
+module.exports.ROOT = path.resolve(__dirname, '..', '..');
+module.exports.env = env;
+module.exports.assertUnique = assertUnique;
+module.exports.skipIfNotBuilt = skipIfNotBuilt;

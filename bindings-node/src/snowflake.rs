@@ -112,10 +112,11 @@ impl JsSnowflakeGenerator {
         })
     }
 
-    /// The next id.
+    /// The next id. `i64n` becomes a BigInt through `napi_create_bigint_int64`; `BigInt`
+    /// would first copy the value into a heap-allocated word vector on every call.
     #[napi]
-    pub fn next_id(&self, env: Env) -> Result<BigInt> {
-        self.inner.next_id().map(BigInt::from).js(&env)
+    pub fn next_id(&self, env: Env) -> Result<i64n> {
+        self.inner.next_id().map(i64n).js(&env)
     }
 
     /// The next id as a decimal string (for JSON).

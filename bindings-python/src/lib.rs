@@ -15,7 +15,9 @@ mod snowflake;
 /// An `array.array('q')` holding `ids` (one copy of the bytes, no int objects).
 fn int64_array<'py>(py: Python<'py>, ids: &[i64]) -> PyResult<Bound<'py, PyAny>> {
     let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_ne_bytes()).collect();
-    let array = PyModule::import(py, "array")?.getattr("array")?.call1(("q",))?;
+    let array = PyModule::import(py, "array")?
+        .getattr("array")?
+        .call1(("q",))?;
     array.call_method1("frombytes", (pyo3::types::PyBytes::new(py, &bytes),))?;
     Ok(array)
 }
@@ -31,5 +33,7 @@ fn _leafid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(snowflake::decode, m)?)?;
     m.add_function(wrap_pyfunction!(logging::_shutdown_logging, m)?)?;
     m.add("LEAF_EPOCH_MS", leafid::snowflake::LEAF_EPOCH_MS)?;
+    // Lets test_errors.py check that `_errors.py` has a class for every core variant.
+    m.add("_ERROR_NAMES", leafid::Error::NAMES.to_vec())?;
     Ok(())
 }

@@ -109,8 +109,11 @@ impl PySnowflakeGenerator {
         Ok(PySnowflakeGenerator { inner })
     }
 
-    fn next_id(&self) -> PyResult<i64> {
-        self.inner.next_id().py()
+    /// Without the GIL: a call may wait for the next millisecond, wait out a small clock
+    /// step, or (first call in a forked child, after a lost lease) acquire a worker id
+    /// from the registry.
+    fn next_id(&self, py: Python<'_>) -> PyResult<i64> {
+        py.detach(|| self.inner.next_id()).py()
     }
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
@@ -127,8 +130,8 @@ impl PySnowflakeGenerator {
         slf
     }
 
-    fn __next__(&self) -> PyResult<i64> {
-        self.inner.next_id().py()
+    fn __next__(&self, py: Python<'_>) -> PyResult<i64> {
+        self.next_id(py)
     }
 
     #[getter]

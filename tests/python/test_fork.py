@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -82,7 +83,7 @@ NEXT: Callable[[], int] = lambda: 0
 def test_multiprocessing_fork_pool_after_a_prefork_generator(kind: str, sqlite_url: str, tmp_path: Path) -> None:
     global NEXT
     if kind == "segment":
-        gen = leafid.SegmentGenerator(sqlite_url)
+        gen = leafid.SegmentGenerator(sqlite_url, wait_timeout=30.0)
         gen.create_tag("t", step=500)
         h = gen.tag("t")
         NEXT = h.next_id
@@ -96,3 +97,63 @@ def test_multiprocessing_fork_pool_after_a_prefork_generator(kind: str, sqlite_u
     rest = [NEXT() for _ in range(3000)]
     ids = first + rest + [i for b in batches for i in b]
     assert len(ids) == len(set(ids))
+
+
+def _prefork_workers(next_id: Callable[[], int], workers: int, threads: int, n: int) -> list[int]:
+    """gunicorn's shape: the master made the generator (app preloaded), then forks
+    workers that each serve from several threads; returns every worker's ids."""
+    pipes = []
+    for _ in range(workers):
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            code = 1
+            try:
+                out: list[list[int]] = []
+                ts = [threading.Thread(target=lambda: out.append([next_id() for _ in range(n)]))
+                      for _ in range(threads)]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join()
+                ids = [i for chunk in out for i in chunk]
+                if len(ids) == threads * n:
+                    with os.fdopen(w, "wb") as f:
+                        f.write(",".join(map(str, ids)).encode())
+                    code = 0
+            finally:
+                os._exit(code)
+        os.close(w)
+        pipes.append((pid, r))
+    ids: list[int] = []
+    for pid, r in pipes:
+        with os.fdopen(r, "rb") as f:
+            data = f.read()
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        ids += [int(x) for x in data.decode().split(",")]
+    return ids
+
+
+@pytest.mark.parametrize("store", ["sqlite", "mysql"])
+def test_gunicorn_style_prefork_workers_never_share_an_id(store: str, sqlite_url: str, tag: str,
+                                                          request: pytest.FixtureRequest) -> None:
+    url = sqlite_url if store == "sqlite" else request.getfixturevalue("mysql_url")
+    master = leafid.SegmentGenerator(url, create_table=True, wait_timeout=30.0)
+    master.create_tag(tag, step=300)
+    h = master.tag(tag)
+    before = h.next_ids(10)  # the master has a loaded segment when it forks
+    ids = _prefork_workers(h.next_id, workers=4, threads=4, n=2000)
+    after = h.next_ids(1000)
+    every = before + ids + after
+    assert len(every) == len(set(every)) == 10 + 4 * 4 * 2000 + 1000
+
+
+def test_gunicorn_style_prefork_snowflake_workers_never_share_an_id(tmp_path: Path) -> None:
+    sf = leafid.SnowflakeGenerator(f"local://{tmp_path}/locks", cache_dir=tmp_path)
+    before = sf.next_ids(10)
+    ids = _prefork_workers(sf.next_id, workers=4, threads=4, n=2000)
+    every = before + ids + sf.next_ids(1000)
+    assert len(every) == len(set(every))
+    assert sf.worker_id not in {leafid.decode(i).worker_id for i in ids}

@@ -16,7 +16,7 @@ import sys, threading, leafid
 kind, target, cache = sys.argv[1], sys.argv[2], sys.argv[3]
 if kind == "segment":
     url, tag = target.rsplit("#", 1)
-    gen = leafid.SegmentGenerator(url)
+    gen = leafid.SegmentGenerator(url, wait_timeout=30.0)  # loaded CI machines refill slowly
     nxt = gen.tag(tag).next_id
 else:
     gen = leafid.SnowflakeGenerator(target, cache_dir=cache)

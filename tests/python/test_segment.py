@@ -88,7 +88,8 @@ def test_closed_generator_refuses_calls(sqlite_url: str) -> None:
 
 
 def test_mysql_threads_never_share_an_id(mysql_url: str, tag: str) -> None:
-    gen = leafid.SegmentGenerator(mysql_url, create_table=True)
+    # A refill may take long on a loaded machine; waiting is fine, a duplicate is not.
+    gen = leafid.SegmentGenerator(mysql_url, create_table=True, wait_timeout=30.0)
     gen.create_tag(tag, step=100)
     results: list[list[int]] = []
 

@@ -559,7 +559,10 @@ impl Inner {
         let epoch = runtime::fork_epoch();
         if guard.0 != epoch {
             if let Ok(fresh) = guard.1.reopen() {
-                guard.1 = fresh;
+                // Leaked, never dropped: the parent's sockets are registered with the
+                // parent's epoll instance, which the child shares; dropping them here
+                // would deregister them from it and stall the parent's pool.
+                std::mem::forget(std::mem::replace(&mut guard.1, fresh));
             }
             guard.0 = epoch;
         }

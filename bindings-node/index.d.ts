@@ -98,8 +98,11 @@ export declare class SegmentGenerator {
   refresh(): Promise<void>;
   /** Per-tag state. */
   stats(): TagStats[];
-  /** Stops background work; later calls throw `LEAF_CLOSED`. Idempotent. */
-  close(): void;
+  /**
+   * Stops background work, off the event loop; once the Promise settles every call
+   * on this generator and its handles throws `LEAF_CLOSED`. Idempotent.
+   */
+  close(): Promise<void>;
 }
 
 /** The fast way to issue ids for one tag. */
@@ -157,8 +160,12 @@ export declare class SnowflakeGenerator {
   readonly workerId: number;
   /** The layout in use. */
   readonly layout: Layout;
-  /** Persists the last timestamp and releases the worker id. Idempotent. */
-  close(): void;
+  /**
+   * Persists the last timestamp issued, releases the worker id (another process may
+   * take it afterwards) and stops the heartbeat, off the event loop. Once the Promise
+   * settles every call throws `LEAF_CLOSED`. Idempotent.
+   */
+  close(): Promise<void>;
 }
 
 /** An id split into its parts. */

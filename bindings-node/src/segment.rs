@@ -6,7 +6,8 @@ use leafid::{SegmentGenerator, SegmentOptions, TagHandle};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::IntoJs;
+use crate::error::{IntoJs, LeafCode};
+use crate::fast;
 use crate::task::{blocking, Blocking};
 
 /// Options of `SegmentGenerator.connect`; defaults are Leaf's.
@@ -92,41 +93,36 @@ impl JsSegmentGenerator {
     pub fn connect(
         url: String,
         options: Option<SegmentOptionsJs>,
-    ) -> AsyncTask<Blocking<JsSegmentGenerator>> {
+    ) -> AsyncTask<Blocking<fast::Bound<JsSegmentGenerator>>> {
         let opts: SegmentOptions = options.unwrap_or_default().into();
         blocking(move || {
-            SegmentGenerator::connect_blocking(&url, opts).map(|inner| JsSegmentGenerator { inner })
+            SegmentGenerator::connect_blocking(&url, opts)
+                .map(|inner| fast::Bound(JsSegmentGenerator { inner }))
         })
-    }
-
-    /// The next id of `tag`.
-    #[napi]
-    pub fn next_id(&self, env: Env, tag: String) -> Result<BigInt> {
-        self.inner.next_id(&tag).map(BigInt::from).js(&env)
     }
 
     /// The next id of `tag` as a decimal string (for JSON).
     #[napi]
-    pub fn next_id_string(&self, env: Env, tag: String) -> Result<String> {
-        self.inner.next_id(&tag).map(|id| id.to_string()).js(&env)
+    pub fn next_id_string(&self, tag: String) -> Result<String, LeafCode> {
+        self.inner.next_id(&tag).map(|id| id.to_string()).js()
     }
 
     /// `n` ids of `tag`.
     #[napi]
-    pub fn next_ids(&self, env: Env, tag: String, n: u32) -> Result<BigInt64Array> {
+    pub fn next_ids(&self, tag: String, n: u32) -> Result<BigInt64Array, LeafCode> {
         self.inner
             .next_ids(&tag, n as usize)
             .map(BigInt64Array::from)
-            .js(&env)
+            .js()
     }
 
     /// A handle on `tag`: the fast path.
     #[napi]
-    pub fn tag(&self, env: Env, tag: String) -> Result<JsTagHandle> {
+    pub fn tag(&self, tag: String) -> Result<fast::Bound<JsTagHandle>, LeafCode> {
         self.inner
             .tag(&tag)
-            .map(|inner| JsTagHandle { inner })
-            .js(&env)
+            .map(|inner| fast::Bound(JsTagHandle { inner }))
+            .js()
     }
 
     /// The tags known since the last refresh, sorted.
@@ -199,10 +195,15 @@ impl JsSegmentGenerator {
             .collect()
     }
 
-    /// Stops background work; later calls throw `LEAF_CLOSED`. Idempotent.
-    #[napi]
-    pub fn close(&self) {
-        self.inner.close();
+    /// Stops background work, off the event loop; later calls throw `LEAF_CLOSED`.
+    /// Idempotent.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close(&self) -> AsyncTask<Blocking<()>> {
+        let g = self.inner.clone();
+        blocking(move || {
+            g.close();
+            Ok(())
+        })
     }
 }
 
@@ -220,24 +221,65 @@ impl JsTagHandle {
         self.inner.tag().to_string()
     }
 
-    /// The next id: an atomic add in the common case.
-    #[napi]
-    pub fn next_id(&self, env: Env) -> Result<BigInt> {
-        self.inner.next_id().map(BigInt::from).js(&env)
-    }
-
     /// The next id as a decimal string (for JSON).
     #[napi]
-    pub fn next_id_string(&self, env: Env) -> Result<String> {
-        self.inner.next_id().map(|id| id.to_string()).js(&env)
+    pub fn next_id_string(&self) -> Result<String, LeafCode> {
+        self.inner.next_id().map(|id| id.to_string()).js()
     }
 
     /// `n` ids.
     #[napi]
-    pub fn next_ids(&self, env: Env, n: u32) -> Result<BigInt64Array> {
+    pub fn next_ids(&self, n: u32) -> Result<BigInt64Array, LeafCode> {
         self.inner
             .next_ids(n as usize)
             .map(BigInt64Array::from)
-            .js(&env)
+            .js()
+    }
+}
+
+impl fast::BindsNextId for JsSegmentGenerator {
+    type State = SegmentGenerator;
+    fn state(&self) -> SegmentGenerator {
+        self.inner.clone()
+    }
+    const NEXT_ID: fast::Callback = next_id_of_tag;
+}
+
+impl fast::BindsNextId for JsTagHandle {
+    type State = TagHandle;
+    fn state(&self) -> TagHandle {
+        self.inner.clone()
+    }
+    const NEXT_ID: fast::Callback = next_id_of_handle;
+}
+
+/// `gen.nextId(tag)`: the next id of `tag` (see [`crate::fast`]).
+unsafe extern "C" fn next_id_of_tag(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    let mut argv = [std::ptr::null_mut(); 1];
+    // SAFETY (whole block): installed by `fast::Bound` with a `SegmentGenerator`.
+    unsafe {
+        let gen = fast::state::<SegmentGenerator, 1>(env, info, &mut argv);
+        let (mut buf, mut spill) = ([0u8; 512], String::new());
+        match fast::str_arg(env, argv[0], &mut buf, &mut spill) {
+            Some(tag) => fast::bigint(env, gen.next_id(tag)),
+            None => std::ptr::null_mut(),
+        }
+    }
+}
+
+/// `handle.nextId()`: an atomic add in the common case (see [`crate::fast`]).
+unsafe extern "C" fn next_id_of_handle(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    // SAFETY: installed by `fast::Bound` with a `TagHandle`.
+    unsafe {
+        fast::bigint(
+            env,
+            fast::state::<TagHandle, 0>(env, info, &mut []).next_id(),
+        )
     }
 }

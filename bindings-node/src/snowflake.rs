@@ -6,7 +6,8 @@ use leafid::snowflake::{Layout, SnowflakeGenerator, LEAF_EPOCH_MS};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::IntoJs;
+use crate::error::{IntoJs, LeafCode};
+use crate::fast;
 use crate::task::{blocking, Blocking};
 
 /// How the 63 bits of an id are split, and the epoch (default: Leaf's 41 + 10 + 12,
@@ -86,9 +87,12 @@ pub struct JsSnowflakeGenerator {
 
 #[napi]
 impl JsSnowflakeGenerator {
-    /// Acquires a worker id and starts the heartbeat, off the event loop.
+    /// Acquires a worker id and starts the heartbeat, off the event loop. Bad
+    /// options reject the Promise before any I/O.
     #[napi(ts_return_type = "Promise<SnowflakeGenerator>")]
-    pub fn connect(options: SnowflakeOptionsJs) -> AsyncTask<Blocking<JsSnowflakeGenerator>> {
+    pub fn connect(
+        options: SnowflakeOptionsJs,
+    ) -> AsyncTask<Blocking<fast::Bound<JsSnowflakeGenerator>>> {
         blocking(move || {
             let mut builder = SnowflakeGenerator::builder().registry_url(&options.registry)?;
             if let Some(layout) = options.layout {
@@ -108,30 +112,23 @@ impl JsSnowflakeGenerator {
             }
             builder
                 .build_blocking()
-                .map(|inner| JsSnowflakeGenerator { inner })
+                .map(|inner| fast::Bound(JsSnowflakeGenerator { inner }))
         })
-    }
-
-    /// The next id. `i64n` becomes a BigInt through `napi_create_bigint_int64`; `BigInt`
-    /// would first copy the value into a heap-allocated word vector on every call.
-    #[napi]
-    pub fn next_id(&self, env: Env) -> Result<i64n> {
-        self.inner.next_id().map(i64n).js(&env)
     }
 
     /// The next id as a decimal string (for JSON).
     #[napi]
-    pub fn next_id_string(&self, env: Env) -> Result<String> {
-        self.inner.next_id().map(|id| id.to_string()).js(&env)
+    pub fn next_id_string(&self) -> Result<String, LeafCode> {
+        self.inner.next_id().map(|id| id.to_string()).js()
     }
 
     /// `n` ids.
     #[napi]
-    pub fn next_ids(&self, env: Env, n: u32) -> Result<BigInt64Array> {
+    pub fn next_ids(&self, n: u32) -> Result<BigInt64Array, LeafCode> {
         self.inner
             .next_ids(n as usize)
             .map(BigInt64Array::from)
-            .js(&env)
+            .js()
     }
 
     /// The worker id held.
@@ -146,26 +143,30 @@ impl JsSnowflakeGenerator {
         LayoutJs::from(self.inner.layout())
     }
 
-    /// Persists the last timestamp and releases the worker id; later calls throw
+    /// Persists the last timestamp, releases the worker id and stops the heartbeat,
+    /// off the event loop (it talks to the registry). Later calls throw
     /// `LEAF_CLOSED`. Idempotent.
-    #[napi]
-    pub fn close(&self) {
-        self.inner.close();
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close(&self) -> AsyncTask<Blocking<()>> {
+        let g = self.inner.clone();
+        blocking(move || {
+            g.close();
+            Ok(())
+        })
     }
 }
 
 /// Splits an id (a bigint) into timestamp, worker id and sequence.
 #[napi]
-pub fn decode(env: Env, id: BigInt, layout: Option<LayoutJs>) -> Result<DecodedIdJs> {
+pub fn decode(id: BigInt, layout: Option<LayoutJs>) -> Result<DecodedIdJs, LeafCode> {
     let (value, lossless) = id.get_i64();
     if !lossless {
-        return Err(crate::error::to_js(
-            &env,
-            leafid::Error::InvalidConfig(format!("{} is not a 64-bit id", value)),
-        ));
+        return Err(crate::error::coded(leafid::Error::InvalidConfig(format!(
+            "{id:?} does not fit a signed 64-bit id"
+        ))));
     }
     let layout = match layout {
-        Some(l) => l.core().js(&env)?,
+        Some(l) => l.core().js()?,
         None => Layout::default(),
     };
     let d = leafid::snowflake::decode(value, &layout);
@@ -174,4 +175,26 @@ pub fn decode(env: Env, id: BigInt, layout: Option<LayoutJs>) -> Result<DecodedI
         worker_id: d.worker_id,
         sequence: d.sequence,
     })
+}
+
+impl fast::BindsNextId for JsSnowflakeGenerator {
+    type State = SnowflakeGenerator;
+    fn state(&self) -> SnowflakeGenerator {
+        self.inner.clone()
+    }
+    const NEXT_ID: fast::Callback = next_id;
+}
+
+/// `sf.nextId()`: the next id (see [`crate::fast`]).
+unsafe extern "C" fn next_id(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    // SAFETY: installed by `fast::Bound` with a `SnowflakeGenerator`.
+    unsafe {
+        fast::bigint(
+            env,
+            fast::state::<SnowflakeGenerator, 0>(env, info, &mut []).next_id(),
+        )
+    }
 }

@@ -3,7 +3,7 @@
 
 use napi::bindgen_prelude::*;
 
-use crate::error::IntoJs;
+use crate::error::rejection;
 
 type Call<T> = Box<dyn FnOnce() -> leafid::Result<T> + Send>;
 
@@ -37,6 +37,6 @@ where
     }
 
     fn resolve(&mut self, env: Env, output: Self::Output) -> Result<T> {
-        output.js(&env)
+        output.map_err(|e| rejection(&env, e))
     }
 }

@@ -1,0 +1,211 @@
+//! Hand-written glue for the three `nextId` methods, the benchmark's subject.
+//!
+//! napi-derive 3 wraps every `#[napi]` method in receiver bookkeeping (a borrow
+//! scope on a thread-local stack, guard vectors behind a mutex, class identity
+//! checks), and even a bare `napi_unwrap` of `this` plus the type-tag check that
+//! makes it sound are two private-property lookups: together most of a call's cost.
+//! So `nextId` is a function bound to its core object instead: when a generator or
+//! handle reaches JS, a clone of the core object goes into the `data` of a fresh
+//! function, set as the instance's own `nextId`. A call reads `data` (no lookup),
+//! calls the core and creates the bigint. The clone is dropped when the function is
+//! collected. Errors go through [`crate::error::coded`] like every other call.
+
+use std::ffi::{c_char, c_void, CStr};
+use std::ptr;
+
+use napi::bindgen_prelude::*;
+use napi::sys;
+
+/// A raw callback's return value; null when it threw.
+pub type Raw = sys::napi_value;
+
+/// A raw Node-API callback.
+pub type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> Raw;
+
+/// A `#[napi]` class whose instances get a bound `nextId` when they reach JS.
+pub trait BindsNextId: ToNapiValue {
+    /// What the bound function issues from (a clone of the core object).
+    type State: Send + 'static;
+    /// The clone for the function's `data`.
+    fn state(&self) -> Self::State;
+    /// The callback; it reads its state with [`state`]`::<Self::State, _>`.
+    const NEXT_ID: Callback;
+}
+
+/// A class instance on its way to JS that gets its bound `nextId` on arrival.
+pub struct Bound<T>(pub T);
+
+impl<T: BindsNextId> ToNapiValue for Bound<T> {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        let state = val.0.state();
+        // SAFETY: called by napi on the JS thread with a live env.
+        unsafe {
+            let obj = T::to_napi_value(env, val.0)?;
+            bind(env, obj, state, T::NEXT_ID)?;
+            Ok(obj)
+        }
+    }
+}
+
+impl<T: TypeName> TypeName for Bound<T> {
+    fn type_name() -> &'static str {
+        T::type_name()
+    }
+    fn value_type() -> ValueType {
+        T::value_type()
+    }
+}
+
+/// Creates a function `nextId` whose `data` is `state` (freed when the function is
+/// collected) and defines it on `obj`, writable and configurable like a method, not
+/// enumerable.
+unsafe fn bind<S: Send + 'static>(
+    env: sys::napi_env,
+    obj: Raw,
+    state: S,
+    cb: Callback,
+) -> Result<()> {
+    let data = Box::into_raw(Box::new(state)).cast::<c_void>();
+    let mut func = ptr::null_mut();
+    // SAFETY: Node-API calls on a live env; out-pointers are locals. `data` is owned
+    // by the finalizer once it is attached, and freed here if it cannot be.
+    unsafe {
+        let made = sys::napi_create_function(env, c"nextId".as_ptr(), 6, Some(cb), data, &mut func);
+        if made != sys::Status::napi_ok
+            || sys::napi_add_finalizer(
+                env,
+                func,
+                data,
+                Some(drop_state::<S>),
+                ptr::null_mut(),
+                ptr::null_mut(),
+            ) != sys::Status::napi_ok
+        {
+            drop(Box::from_raw(data.cast::<S>()));
+            return Err(Error::new(Status::GenericFailure, "cannot create nextId"));
+        }
+        let descriptor = sys::napi_property_descriptor {
+            utf8name: c"nextId".as_ptr(),
+            name: ptr::null_mut(),
+            method: None,
+            getter: None,
+            setter: None,
+            value: func,
+            attributes: sys::PropertyAttributes::writable | sys::PropertyAttributes::configurable,
+            data: ptr::null_mut(),
+        };
+        check_status!(sys::napi_define_properties(env, obj, 1, &descriptor))
+    }
+}
+
+unsafe extern "C" fn drop_state<S>(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    // SAFETY: `data` is the `Box<S>` `bind` gave this function; finalizers run once.
+    drop(unsafe { Box::from_raw(data.cast::<S>()) });
+}
+
+/// The bound function's state and its `N` arguments (unset ones are `undefined`).
+///
+/// # Safety
+/// Only for callbacks installed by [`Bound`] with state `S`; `env` and `info` are the
+/// callback's own. The function (and so the state) lives while it runs.
+#[inline]
+pub unsafe fn state<'a, S, const N: usize>(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+    argv: &mut [sys::napi_value; N],
+) -> &'a S {
+    let mut argc = N;
+    let mut data: *mut c_void = ptr::null_mut();
+    // SAFETY: the callback's own env and info; out-pointers are locals.
+    unsafe {
+        sys::napi_get_cb_info(
+            env,
+            info,
+            &mut argc,
+            argv.as_mut_ptr(),
+            ptr::null_mut(),
+            &mut data,
+        );
+        &*(data as *const S)
+    }
+}
+
+/// Converts a core result into the JS value (a bigint), or throws the coded error.
+///
+/// # Safety
+/// `env` must be the callback's env.
+#[inline]
+pub unsafe fn bigint(env: sys::napi_env, id: leafid::Result<i64>) -> Raw {
+    match id {
+        Ok(id) => {
+            let mut out = ptr::null_mut();
+            // SAFETY: a Node-API call on the callback's env; `out` is a local.
+            unsafe { sys::napi_create_bigint_int64(env, id, &mut out) };
+            out
+        }
+        Err(e) => {
+            // SAFETY: as above; throwing leaves the exception pending for the caller.
+            unsafe { JsError::from(crate::error::coded(e)).throw_into(env) };
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Reads a string argument into `buf` without allocating; a string that does not fit
+/// (longer than any valid tag) is read into a `String` instead, so the core still
+/// sees it whole and rejects it with its own message. Throws a `TypeError` and
+/// returns `None` for a non-string.
+///
+/// # Safety
+/// `env` and `value` must belong to the current callback.
+pub unsafe fn str_arg<'b>(
+    env: sys::napi_env,
+    value: sys::napi_value,
+    buf: &'b mut [u8; 512],
+    spill: &'b mut String,
+) -> Option<&'b str> {
+    let mut len = 0usize;
+    // SAFETY: `buf` has `buf.len()` writable bytes; Node writes at most len - 1 and a NUL.
+    let status = unsafe {
+        sys::napi_get_value_string_utf8(
+            env,
+            value,
+            buf.as_mut_ptr().cast::<c_char>(),
+            buf.len(),
+            &mut len,
+        )
+    };
+    if status != sys::Status::napi_ok {
+        // SAFETY: the callback's env.
+        unsafe { throw_type_error(env, c"ERR_INVALID_ARG_TYPE", c"the tag must be a string") };
+        return None;
+    }
+    if len + 1 < buf.len() {
+        // Node copies whole UTF-8 characters only, so the prefix is valid UTF-8.
+        return std::str::from_utf8(&buf[..len]).ok();
+    }
+    // Possibly cut short: ask for the full length, then read it all.
+    // SAFETY: a null buffer asks only for the length.
+    unsafe { sys::napi_get_value_string_utf8(env, value, ptr::null_mut(), 0, &mut len) };
+    let mut bytes = vec![0u8; len + 1];
+    // SAFETY: `bytes` has len + 1 writable bytes.
+    unsafe {
+        sys::napi_get_value_string_utf8(
+            env,
+            value,
+            bytes.as_mut_ptr().cast::<c_char>(),
+            bytes.len(),
+            &mut len,
+        )
+    };
+    bytes.truncate(len);
+    *spill = String::from_utf8(bytes).ok()?;
+    Some(spill.as_str())
+}
+
+/// # Safety
+/// `env` must be the current callback's env.
+unsafe fn throw_type_error(env: sys::napi_env, code: &CStr, msg: &CStr) {
+    // SAFETY: both strings are NUL-terminated and outlive the call.
+    unsafe { sys::napi_throw_type_error(env, code.as_ptr(), msg.as_ptr()) };
+}

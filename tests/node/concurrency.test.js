@@ -29,7 +29,7 @@ function runThread(kind, target, n, cacheDir) {
       }
       const ids = new BigInt64Array(n);
       for (let i = 0; i < n; i++) ids[i] = next();
-      gen.close();
+      await gen.close();
       parentPort.postMessage(ids);
     })();`;
   return new Promise((resolve, reject) => {
@@ -53,7 +53,7 @@ test('worker_threads on one MySQL tag never share an id', async () => {
   const tag = uniqueTag('threads');
   const gen = await leafid.SegmentGenerator.connect(url, { createTable: true });
   await gen.createTag(tag, { step: 200 });
-  gen.close();
+  await gen.close();
   const batches = await Promise.all([0, 1, 2, 3].map(() => runThread('segment', `${url}#${tag}`, 20000)));
   assertUnique(batches, 80000);
 });
@@ -69,7 +69,7 @@ test('cluster workers never share an id', async () => {
   const url = `sqlite://${d}/ids.db`;
   const gen = await leafid.SegmentGenerator.connect(url);
   await gen.createTag('c', { step: 300 });
-  gen.close();
+  await gen.close();
   const code = `
     const cluster = require('node:cluster');
     const leafid = require(${JSON.stringify(PACKAGE)});

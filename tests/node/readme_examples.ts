@@ -12,13 +12,13 @@ export async function segmentExample(url: string): Promise<bigint[]> {
   const batch: BigInt64Array = gen.nextIds('order', 100);
   const forJson: string = order.nextIdString();
   console.log(forJson);
-  gen.close();
+  await gen.close();
   return [first, ...batch];
 }
 
 export async function snowflakeExample(lockDir: string): Promise<number> {
   const sf = await SnowflakeGenerator.connect({ registry: `local://${lockDir}` });
   const parts = decode(sf.nextId());
-  sf.close();
+  await sf.close();
   return parts.workerId;
 }

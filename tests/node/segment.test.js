@@ -21,7 +21,7 @@ test('ids start at the tag start and are bigints', async () => {
   assert.equal(s.tag, 'order');
   assert.equal(s.initialized, true);
   assert.equal(s.segments.length, 2);
-  gen.close();
+  await gen.close();
 });
 
 test('errors carry stable codes', async () => {
@@ -35,7 +35,7 @@ test('errors carry stable codes', async () => {
   await assert.rejects(leafid.SegmentGenerator.connect('postgres://x'), { code: 'LEAF_INVALID_URL' });
   await assert.rejects(leafid.SegmentGenerator.connect('mysql://root:x@127.0.0.1:1/leafid'), { code: 'LEAF_STORE_UNAVAILABLE' });
   const h = gen.tag('dup');
-  gen.close();
+  await gen.close();
   assert.throws(() => h.nextId(), { code: 'LEAF_CLOSED' });
 });
 
@@ -52,8 +52,8 @@ test('refresh picks up a tag created by another generator', async () => {
   assert.throws(() => b.nextId('new'), { code: 'LEAF_TAG_NOT_FOUND' });
   await b.refresh();
   assert.ok(b.nextId('new') > 0n);
-  a.close();
-  b.close();
+  await a.close();
+  await b.close();
 });
 
 test('MySQL: two generators never share an id', async () => {
@@ -71,6 +71,6 @@ test('MySQL: two generators never share an id', async () => {
       seen.add(id);
     }
   }
-  a.close();
-  b.close();
+  await a.close();
+  await b.close();
 });

@@ -17,7 +17,7 @@ test('ids increase and decode to this worker', async () => {
   assert.deepEqual(sf.layout, leafid.leafLayout());
   assert.equal(leafid.LEAF_EPOCH, 1288834974657);
   assert.match(sf.nextIdString(), /^\d+$/);
-  sf.close();
+  await sf.close();
   assert.throws(() => sf.nextId(), { code: 'LEAF_CLOSED' });
 });
 
@@ -26,7 +26,7 @@ test('fixed worker id with a custom layout; bad configuration is refused', async
   const layout = { timestampBits: 41, workerBits: 5, sequenceBits: 17, epochMs: leafid.LEAF_EPOCH };
   const sf = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:7', layout, cacheDir: d });
   assert.equal(leafid.decode(sf.nextId(), layout).workerId, 7);
-  sf.close();
+  await sf.close();
   await assert.rejects(leafid.SnowflakeGenerator.connect({ registry: 'fixed:5000', cacheDir: d }), { code: 'LEAF_WORKER_ID_OUT_OF_RANGE' });
   await assert.rejects(leafid.SnowflakeGenerator.connect({ registry: 'etcd://x', cacheDir: d }), { code: 'LEAF_INVALID_URL' });
   await assert.rejects(
@@ -52,7 +52,7 @@ test('close() releases the local worker id for another process', async () => {
   const other = holdWorker(registry, `${d}/b`);
   assert.notEqual(await other.id, first.workerId);
   const mine = first.workerId;
-  first.close();
+  await first.close();
   const third = holdWorker(registry, `${d}/c`);
   assert.equal(await third.id, mine);
   other.child.stdin.end();
@@ -69,7 +69,7 @@ test('the process exits by itself after close()', async () => {
       gen.nextId('t');
       const sf = await leafid.SnowflakeGenerator.connect({ registry: 'local://${d}/locks', cacheDir: '${d}' });
       sf.nextId();
-      gen.close(); sf.close();
+      await await gen.close(); await sf.close();
     })();`;
   const child = spawn(process.execPath, ['-e', code], { stdio: 'inherit' });
   const exited = await Promise.race([

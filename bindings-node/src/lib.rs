@@ -7,9 +7,6 @@
 // napi registers exports only outside `cfg(test)`; the test build sees them unused.
 #![cfg_attr(test, allow(dead_code))]
 
-// napi registers exports only outside `cfg(test)`; the test build sees them unused.
-#![cfg_attr(test, allow(dead_code))]
-
 mod error;
 mod fast;
 mod segment;

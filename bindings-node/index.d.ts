@@ -1,7 +1,23 @@
-// Type definitions of leafid for Node. Ids are always `bigint` (64-bit, never a lossy
-// `number`); every `nextIdString` gives the decimal form for JSON.
+// Type definitions of leafid for Node.
+//
+// - Ids are always `bigint` (64-bit, never a lossy `number`). `JSON.stringify` throws on
+//   a bigint, so every `nextId` has a `nextIdString` twin giving the decimal form: send
+//   that in JSON, parse it back with `BigInt(s)`.
+// - `connect`, the admin calls and `close` return Promises and run on libuv's thread
+//   pool; `nextId`/`nextIds` are synchronous and never wait on I/O (except a segment
+//   generator whose two segments are both spent: it waits up to `waitTimeoutMs`).
+// - `nextId` is an own, bound function of each generator and handle (the fast path):
+//   `const next = handle.nextId; next()` works.
+// - Generators cannot cross `worker_threads` (they are native objects): connect one per
+//   thread, to the same URL; ids stay unique. Under `cluster` every worker connects
+//   its own, with its own segments and worker id.
 
-/** An error of leafid: the core's message, and a stable `code`. */
+/**
+ * An error of leafid: a plain `Error` whose `message` is the core's message (what
+ * happened, then what to do) and whose `code` is stable across releases. Calls throw
+ * it; Promises reject with it. A wrong argument type is a `TypeError` with Node's
+ * `ERR_INVALID_ARG_TYPE` instead.
+ */
 export interface LeafError extends Error {
   /** e.g. `LEAF_TAG_NOT_FOUND`, `LEAF_STORE_UNAVAILABLE`, `LEAF_CLOCK_MOVED_BACKWARDS`. */
   code: LeafErrorCode;
@@ -78,9 +94,19 @@ export interface TagStats {
 /** Issues ids for the tags of one `leaf_alloc` table. */
 export declare class SegmentGenerator {
   private constructor();
-  /** Connects to `mysql://…`, `sqlite://path` or `memory:` off the event loop. */
+  /**
+   * Connects to `mysql://user:pass@host:port/db`, `sqlite://path` or `memory:` and loads
+   * the tag list, off the event loop. Rejects with `LEAF_INVALID_URL` before any I/O,
+   * `LEAF_STORE_UNAVAILABLE` when the database cannot be reached, `LEAF_TABLE_MISSING`
+   * when `leaf_alloc` is absent and `createTable` is not set.
+   */
   static connect(url: string, options?: SegmentOptions): Promise<SegmentGenerator>;
-  /** The next id of `tag`. */
+  /**
+   * The next id of `tag`: a hash lookup and an atomic add. Throws `LEAF_TAG_NOT_FOUND`
+   * for a tag not in the table at the last refresh, `LEAF_INVALID_TAG` for an empty or
+   * over-long one, `LEAF_SEGMENTS_EXHAUSTED` when no refill arrived in time,
+   * `LEAF_CLOSED` after `close()`.
+   */
   nextId(tag: string): bigint;
   /** The next id of `tag` as a decimal string (for JSON). */
   nextIdString(tag: string): string;
@@ -110,7 +136,10 @@ export declare class TagHandle {
   private constructor();
   /** The tag this handle issues for. */
   readonly tag: string;
-  /** The next id: an atomic add in the common case. */
+  /**
+   * The next id: an atomic add in the common case, no lookup. Throws as
+   * `SegmentGenerator.nextId` does.
+   */
   nextId(): bigint;
   /** The next id as a decimal string (for JSON). */
   nextIdString(): string;
@@ -148,9 +177,22 @@ export interface SnowflakeOptions {
 /** Issues snowflake ids with a worker id from a registry. */
 export declare class SnowflakeGenerator {
   private constructor();
-  /** Acquires a worker id and starts the heartbeat, off the event loop. */
+  /**
+   * Acquires a worker id and starts the heartbeat, off the event loop. Rejects with
+   * `LEAF_INVALID_URL` / `LEAF_INVALID_CONFIG` / `LEAF_WORKER_ID_OUT_OF_RANGE` before any
+   * I/O, `LEAF_WORKER_ID_EXHAUSTED` when every id of the pool is held,
+   * `LEAF_REGISTRY_UNAVAILABLE`, `LEAF_CLOCK_BEHIND_REGISTRY` when the clock is behind
+   * a time this worker id may already have used, `LEAF_MALFORMED` / `LEAF_IO` for the
+   * cache file.
+   */
   static connect(options: SnowflakeOptions): Promise<SnowflakeGenerator>;
-  /** The next id. */
+  /**
+   * The next id: strictly greater than every id this generator issued before. With
+   * Leaf's layout at most 4096 per millisecond (past that it waits for the next ms).
+   * Throws `LEAF_CLOCK_MOVED_BACKWARDS` when the clock went back more than
+   * `maxBackwardMs`, `LEAF_TIMESTAMP_OVERFLOW` past the layout's range, `LEAF_LEASE_LOST`
+   * when the registry took the worker id away, `LEAF_CLOSED` after `close()`.
+   */
   nextId(): bigint;
   /** The next id as a decimal string (for JSON). */
   nextIdString(): string;

@@ -11,7 +11,6 @@ const { spawn, spawnSync } = require('node:child_process');
 const leafid = require('../..');
 const { tmpdir } = require('./helpers');
 
-const root = path.join(__dirname, '..', '..');
 const PACKAGE = require.resolve('../..');
 
 test('a thrown error is an Error with the core code and message', async () => {

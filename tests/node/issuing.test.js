@@ -24,7 +24,7 @@ test('a thrown error is an Error with the core code and message', async () => {
   assert.ok(caught instanceof Error);
   assert.equal(caught.code, 'LEAF_TAG_NOT_FOUND');
   assert.match(caught.message, /^tag "absent" not found; create it/);
-  assert.match(caught.stack, /errors\.test\.js/);
+  assert.match(caught.stack, /issuing\.test\.js/);
   const rejected = await leafid.SegmentGenerator.connect('nosuch://x').catch((e) => e);
   assert.ok(rejected instanceof Error);
   assert.equal(rejected.code, 'LEAF_INVALID_URL');

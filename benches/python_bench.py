@@ -111,6 +111,9 @@ def main() -> None:
     print(f"| handle.next_ids(1_000_000) | {batch_rate(h.next_ids) / 1e6:.1f} M |")
     print(f"| handle.next_ids_array(1_000_000) (array('q')) | {batch_rate(h.next_ids_array) / 1e6:.1f} M |")
     print(f"| snowflake (41+1+21) next_ids(1_000_000) | {batch_rate(wide.next_ids) / 1e6:.1f} M |")
+    big = 1 << 40
+    print(f"| floor: list(range(2**40, 2**40 + n)) | "
+          f"{batch_rate(lambda n: list(range(big, big + n))) / 1e6:.1f} M |")
     print(f"| floor: list(itertools.islice(count(), n)) | "
           f"{batch_rate(lambda n: list(itertools.islice(itertools.count(), n))) / 1e6:.1f} M |")
 

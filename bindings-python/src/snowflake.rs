@@ -109,11 +109,14 @@ impl PySnowflakeGenerator {
         Ok(PySnowflakeGenerator { inner })
     }
 
-    /// Without the GIL: a call may wait for the next millisecond, wait out a small clock
-    /// step, or (first call in a forked child, after a lost lease) acquire a worker id
-    /// from the registry.
+    /// The GIL is released only on the slow path (`try_next_id` gave `None`): a call
+    /// may wait for the next millisecond, wait out a small clock step, or (first call in
+    /// a forked child, after a lost lease) acquire a worker id from the registry.
     fn next_id(&self, py: Python<'_>) -> PyResult<i64> {
-        py.detach(|| self.inner.next_id()).py()
+        match self.inner.try_next_id() {
+            Some(id) => Ok(id),
+            None => py.detach(|| self.inner.next_id()).py(),
+        }
     }
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {

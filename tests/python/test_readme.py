@@ -20,3 +20,10 @@ def test_readme_examples_run() -> None:
                          text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "not found" in res.stdout
+
+
+def test_stubs_match_the_runtime_module() -> None:
+    # stubtest imports leafid and compares every name, signature and default with the stub.
+    res = subprocess.run([sys.executable, "-m", "mypy.stubtest", "leafid"], capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,36 @@ def test_closed_snowflake_generator_refuses(tmp_path: Path) -> None:
     sf.close()
     with pytest.raises(leafid.Closed):
         sf.next_id()
+
+
+def test_zookeeper_registry_issues_and_refuses_in_a_forked_child(zk: str, tmp_path: Path) -> None:
+    import os
+
+    registry = f"zookeeper://{zk}/py-{os.getpid()}-{time.time_ns()}?port=8080&ip=127.0.0.1"
+    with leafid.SnowflakeGenerator(registry, cache_dir=tmp_path) as sf:
+        ids = [sf.next_id() for _ in range(100)]
+        assert ids == sorted(set(ids)) and leafid.decode(ids[-1]).worker_id == sf.worker_id
+        pid = os.fork()
+        if pid == 0:
+            try:
+                sf.next_id()
+                os._exit(1)
+            except leafid.InvalidConfig as e:
+                os._exit(0 if "create it after the fork" in str(e) else 2)
+            except BaseException:
+                os._exit(3)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, "a forever-mode id is the parent's"
+
+
+def test_unreachable_zookeeper_is_registry_unavailable(tmp_path: Path) -> None:
+    with pytest.raises(leafid.RegistryUnavailable) as e:
+        leafid.SnowflakeGenerator("zookeeper://127.0.0.1:1/nowhere?port=1&connect_timeout_ms=300",
+                                  cache_dir=tmp_path)
+    assert isinstance(e.value, leafid.UnavailableError) and e.value.code == "LEAF_REGISTRY_UNAVAILABLE"
+
+
+def test_mysql_registry_gives_a_worker_id(mysql_url: str, tmp_path: Path) -> None:
+    with leafid.SnowflakeGenerator(f"{mysql_url}?port=9&ip=127.0.0.9",  # one identity: the same id each run
+                                   cache_dir=tmp_path) as sf:
+        assert leafid.decode(sf.next_id()).worker_id == sf.worker_id

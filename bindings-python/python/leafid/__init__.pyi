@@ -4,7 +4,7 @@ import array
 import datetime
 from os import PathLike
 from types import TracebackType
-from typing import Iterator, NamedTuple, Optional, Union
+from typing import Iterator, NamedTuple, Optional, Union, final
 
 from ._errors import (
     ClockBehindRegistry as ClockBehindRegistry,
@@ -31,11 +31,43 @@ from ._errors import (
     WorkerIdOutOfRange as WorkerIdOutOfRange,
 )
 
-__all__: list[str]
+__all__ = [
+    "LEAF_EPOCH_MS",
+    "ClockBehindRegistry",
+    "ClockError",
+    "ClockMovedBackwards",
+    "Closed",
+    "ConfigError",
+    "DecodedId",
+    "InvalidConfig",
+    "InvalidTag",
+    "InvalidUrl",
+    "Io",
+    "Layout",
+    "LeafError",
+    "LeaseLost",
+    "Malformed",
+    "RegistryUnavailable",
+    "SegmentGenerator",
+    "SegmentsExhausted",
+    "SnowflakeGenerator",
+    "StoreUnavailable",
+    "TableMissing",
+    "TagExists",
+    "TagHandle",
+    "TagNotFound",
+    "TagStats",
+    "TimestampOverflow",
+    "UnavailableError",
+    "WorkerIdExhausted",
+    "WorkerIdOutOfRange",
+    "decode",
+]
 
 LEAF_EPOCH_MS: int
 """Leaf's default epoch, 2010-11-04T01:42:54.657Z, in ms since the Unix epoch."""
 
+@final
 class TagStats:
     """One tag's state, as Leaf's /cache page shows it, plus refill figures."""
 
@@ -63,6 +95,7 @@ class TagStats:
     @property
     def last_error(self) -> Optional[str]: ...
 
+@final
 class TagHandle:
     """The fast way to issue ids for one tag; also an endless iterator."""
 
@@ -75,12 +108,13 @@ class TagHandle:
     def __iter__(self) -> Iterator[int]: ...
     def __next__(self) -> int: ...
 
+@final
 class SegmentGenerator:
     """Issues ids for the tags of one ``leaf_alloc`` table (``mysql://…``,
     ``sqlite://path`` or ``memory:``)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         url: str,
         *,
         wait_timeout: float = 1.0,
@@ -88,7 +122,7 @@ class SegmentGenerator:
         create_table: bool = False,
         double_buffer: bool = True,
         max_step: int = 1_000_000,
-    ) -> None: ...
+    ) -> "SegmentGenerator": ...
     def next_id(self, tag: str) -> int: ...
     def next_ids(self, tag: str, n: int) -> list[int]: ...
     def tag(self, tag: str) -> TagHandle: ...
@@ -108,16 +142,18 @@ class SegmentGenerator:
         tb: Optional[TracebackType],
     ) -> None: ...
 
+@final
 class Layout:
-    """How the 63 bits of a snowflake id are split, and the epoch."""
+    """How the 63 bits of a snowflake id are split, and the epoch (default: Leaf's,
+    ``LEAF_EPOCH_MS``)."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         timestamp_bits: int = 41,
         worker_bits: int = 10,
         sequence_bits: int = 12,
         epoch_ms: int = ...,
-    ) -> None: ...
+    ) -> "Layout": ...
     @property
     def timestamp_bits(self) -> int: ...
     @property
@@ -129,13 +165,14 @@ class Layout:
     @property
     def max_worker_id(self) -> int: ...
 
+@final
 class SnowflakeGenerator:
     """Issues snowflake ids with a worker id from a registry: ``fixed:7``,
     ``local:///dir``, ``zookeeper://host:port/name?port=P``,
     ``zookeeper-recycle://host:port/name``, ``mysql://user:pass@host/db?port=P``."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         registry: str,
         *,
         layout: Optional[Layout] = None,
@@ -143,7 +180,7 @@ class SnowflakeGenerator:
         heartbeat: float = 3.0,
         max_backward: float = 0.005,
         startup_wait: float = 10.0,
-    ) -> None: ...
+    ) -> "SnowflakeGenerator": ...
     def next_id(self) -> int: ...
     def next_ids(self, n: int) -> list[int]: ...
     def next_ids_array(self, n: int) -> "array.array[int]":

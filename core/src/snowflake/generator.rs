@@ -936,6 +936,41 @@ impl SnowflakeGenerator {
         }
     }
 
+    /// One attempt at [`next_id`](Self::next_id) that never waits, sleeps or does I/O:
+    /// `None` whenever the slow path is needed (gate shut after a fork, close or late
+    /// heartbeat; this millisecond's sequence spent; clock behind; timestamp overflow).
+    /// Bindings that hold an interpreter lock call this first and [`next_id`](Self::next_id)
+    /// with the lock released on `None`.
+    #[inline]
+    pub fn try_next_id(&self) -> Option<i64> {
+        let core = &self.inner.core;
+        // Orderings as in `next_id`, which this mirrors minus every wait.
+        let mut cur = core.state.load(Ordering::Acquire);
+        loop {
+            let now = core.clock.now_millis();
+            if core.gated(now) {
+                return None;
+            }
+            let ts = now - core.epoch_ms;
+            let last = (cur >> core.ts_shift) as i64;
+            let next = if ts > last && ts <= core.max_rel {
+                let worker_bits = cur & ((1u64 << core.ts_shift) - 1) & !core.seq_mask;
+                ((ts as u64) << core.ts_shift) | worker_bits | core.random_start()
+            } else if ts == last && cur & core.seq_mask < core.seq_mask {
+                cur + 1
+            } else {
+                return None;
+            };
+            match core
+                .state
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some(next as i64),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
     /// Fills `out` with fresh ids, in increasing order, reserving a run of sequence
     /// numbers per atomic swap. On error the ids already written are valid but `out`
     /// is only partly filled.

@@ -11,7 +11,10 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use super::{FixedRegistry, LocalRegistry, MysqlRegistry, WorkerRegistry, ZookeeperRegistry};
+use super::{
+    FixedRegistry, LocalRegistry, MysqlRegistry, WorkerRegistry, ZookeeperRecycleRegistry,
+    ZookeeperRegistry,
+};
 use crate::error::{Error, Result};
 
 const FORMS: &str = "fixed:7 | local:///var/lib/leafid/workers | \
@@ -375,9 +378,20 @@ impl RegistryConfig {
             RegistryConfig::Mysql { url, ip, port } => {
                 Ok(Arc::new(MysqlRegistry::new(url, ip.clone(), port.clone())?))
             }
-            RegistryConfig::ZookeeperRecycle { .. } => Err(Error::InvalidConfig(format!(
-                "the {} worker registry is not part of this build yet; use fixed: or local: for now",
-                self.scheme()
+            RegistryConfig::ZookeeperRecycle {
+                connect,
+                name,
+                ip,
+                port,
+                session_timeout_ms,
+                connect_timeout_ms,
+            } => Ok(Arc::new(ZookeeperRecycleRegistry::new(
+                connect.clone(),
+                name.clone(),
+                ip.clone(),
+                port.clone(),
+                Duration::from_millis(*session_timeout_ms as u64),
+                Duration::from_millis(*connect_timeout_ms as u64),
             ))),
         }
     }

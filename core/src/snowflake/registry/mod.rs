@@ -26,6 +26,7 @@ pub mod fixed;
 pub mod local;
 pub mod mysql;
 pub mod zookeeper;
+pub mod zookeeper_recycle;
 
 pub use cache::{default_cache_dir, CacheEntry, WorkerCache};
 pub use config::{first_non_loopback_ipv4, RegistryConfig};
@@ -33,6 +34,7 @@ pub use fixed::FixedRegistry;
 pub use local::LocalRegistry;
 pub use mysql::MysqlRegistry;
 pub use zookeeper::ZookeeperRegistry;
+pub use zookeeper_recycle::ZookeeperRecycleRegistry;
 
 /// A worker id held by this process, and the time floor it comes with.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,0 +1,382 @@
+//! `zookeeper-recycle` — worker ids leased with a ZooKeeper session, for fleets whose
+//! addresses change (pods, autoscaling, preforked workers).
+//!
+//! Layout under `/snowflake/{name}/recycle/` (distinct from the Leaf fork's
+//! `notuse`/`inuse` nodes, which it does not read or write):
+//! - `lease/{id}` — EPHEMERAL, data `{"ip","port","pid","session"}`: id `id` is held by
+//!   that session. ZooKeeper creates a path once, so whoever creates it holds the id;
+//!   ZooKeeper deletes it when the session ends (closed, or expired after the session
+//!   timeout without contact), never while the session lives.
+//! - `last/{id}` — PERSISTENT, data `{"bound_ms",…}`: the highest bound any holder of
+//!   `id` persisted, i.e. the latest timestamp it may have issued; the next holder's floor.
+//!
+//! Acquire opens a new session, lists `lease`, and creates the lowest free `lease/{id}`
+//! (NodeExists: someone was faster, try the next); then reads `last/{id}` as the floor.
+//! Every renew first checks that the lease node is still owned by this session, then
+//! writes `last/{id}` in a multi-op guarded by the lease node's version, through the
+//! same session: a session that ended can write nothing.
+//!
+//! Why no two live holders ever issue one id at one timestamp:
+//! 1. The generator issues only up to its issue limit, and raises the limit only after a
+//!    bound was written to `last/{id}` (this registry does not survive an outage, so the
+//!    cache file alone never counts).
+//! 2. The next holder can create `lease/{id}` only after the previous session ended; a
+//!    session that ended can no longer write, so `last/{id}` then holds the highest bound
+//!    the previous holder ever had, and the next holder issues strictly above it.
+//!
+//! That holds even when the old holder is paused (GC, SIGSTOP) past its session timeout.
+//! On top, the holder stops on its own as soon as it cannot be sure of its session:
+//! this registry keeps the generator's [`IssueLimit`] and sets it to `i64::MIN` the
+//! moment the client reports the session Disconnected, Expired or Closed. The client
+//! reports a silent connection Disconnected after 2/5 of the negotiated session timeout
+//! without a reply (a closed connection at once), checked every 1/20; the server
+//! expires the session no earlier than the full timeout after it last heard from the
+//! client. The holder therefore stops at least ~0.55 × the timeout (3.3 s at the default
+//! 6 s) before ZooKeeper can give its id to anyone, minus network latency. The
+//! generator's heartbeat then calls `acquire` again: a new session, perhaps another id.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use zookeeper_client as zk;
+
+use super::zookeeper::{connect, zk_err};
+use super::{IssueLimit, Lease, WorkerRegistry};
+use crate::error::{Error, Result};
+use crate::runtime::BoxFuture;
+
+/// The data of `last/{id}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LastBound {
+    bound_ms: i64,
+    #[serde(default)]
+    ip: String,
+    #[serde(default)]
+    port: String,
+    #[serde(default)]
+    pid: u32,
+}
+
+/// The data of `lease/{id}` (for operators: who holds the id).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Holder {
+    ip: String,
+    port: String,
+    pid: u32,
+    session: String,
+}
+
+struct Held {
+    client: zk::Client,
+    worker_id: u32,
+    lease_path: String,
+    lease_version: i32,
+    /// Cleared before this registry lets go of the session on purpose, so the state
+    /// watcher does not report our own close as a lost lease.
+    watching: Arc<AtomicBool>,
+    watcher: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Held")
+            .field("worker_id", &self.worker_id)
+            .field("lease_path", &self.lease_path)
+            .field("session", &self.client.session_id())
+            .finish()
+    }
+}
+
+/// The recycling registry. Connects at `acquire`; building it does no I/O.
+#[derive(Debug)]
+pub struct ZookeeperRecycleRegistry {
+    connect: String,
+    name: String,
+    ip: String,
+    port: String,
+    session_timeout: Duration,
+    connect_timeout: Duration,
+    held: tokio::sync::Mutex<Option<Held>>,
+}
+
+impl ZookeeperRecycleRegistry {
+    /// A pool `/snowflake/{name}/recycle` on the ensemble `connect`; `ip` / `port` are
+    /// only recorded in the nodes as the holder's address.
+    pub fn new(
+        connect: impl Into<String>,
+        name: impl Into<String>,
+        ip: impl Into<String>,
+        port: impl Into<String>,
+        session_timeout: Duration,
+        connect_timeout: Duration,
+    ) -> ZookeeperRecycleRegistry {
+        ZookeeperRecycleRegistry {
+            connect: connect.into(),
+            name: name.into(),
+            ip: ip.into(),
+            port: port.into(),
+            session_timeout,
+            connect_timeout,
+            held: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// `/snowflake/{name}/recycle/lease`.
+    pub fn lease_dir(&self) -> String {
+        format!("/snowflake/{}/recycle/lease", self.name)
+    }
+
+    /// `/snowflake/{name}/recycle/last`.
+    pub fn last_dir(&self) -> String {
+        format!("/snowflake/{}/recycle/last", self.name)
+    }
+
+    fn err(&self, op: &str, path: &str, e: zk::Error) -> Error {
+        zk_err(&self.connect, op, path, e)
+    }
+
+    /// The id and session of the lease held now (for tests and diagnostics).
+    pub async fn held_session(&self) -> Option<(u32, zk::SessionInfo)> {
+        let h = self.held.lock().await;
+        h.as_ref()
+            .map(|h| (h.worker_id, h.client.session().clone()))
+    }
+
+    /// Lets go of a held lease: stops the watcher, deletes the lease node, closes the session.
+    async fn let_go(&self, held: Held) {
+        held.watching.store(false, Ordering::SeqCst);
+        held.watcher.abort();
+        match held
+            .client
+            .delete(&held.lease_path, Some(held.lease_version))
+            .await
+        {
+            Ok(()) | Err(zk::Error::NoNode) => {}
+            Err(e) => tracing::info!(path = %held.lease_path, error = %e,
+                "could not delete the lease node; ZooKeeper removes it when the session ends"),
+        }
+        // Dropping the last client closes the session.
+        drop(held.client);
+    }
+
+    async fn take(&self, max_worker_id: u32, limit: Arc<IssueLimit>) -> Result<Lease> {
+        let mut slot = self.held.lock().await;
+        if let Some(old) = slot.take() {
+            self.let_go(old).await;
+        }
+        let client = connect(&self.connect, self.session_timeout, self.connect_timeout).await?;
+        // Watch before taking anything, so no state change after this point is missed.
+        let watching = Arc::new(AtomicBool::new(true));
+        let mut states = client.state_watcher();
+        let watcher = {
+            let watching = watching.clone();
+            let limit = limit.clone();
+            let connect = self.connect.clone();
+            tokio::spawn(async move {
+                let mut state = states.state();
+                loop {
+                    if state != zk::SessionState::SyncConnected {
+                        // SeqCst: pairs with the store in `let_go`; our own close is not a loss.
+                        if watching.load(Ordering::SeqCst) {
+                            limit.set(i64::MIN);
+                            tracing::warn!(%connect, ?state, "ZooKeeper session not connected; worker id lease in doubt, issuing stopped");
+                        }
+                        return;
+                    }
+                    state = states.changed().await;
+                }
+            })
+        };
+        let negotiated = client.session_timeout();
+        let dir = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+        let lease_dir = self.lease_dir();
+        let last_dir = self.last_dir();
+        let result = async {
+            client
+                .mkdir(&lease_dir, &dir)
+                .await
+                .map_err(|e| self.err("create", &lease_dir, e))?;
+            client
+                .mkdir(&last_dir, &dir)
+                .await
+                .map_err(|e| self.err("create", &last_dir, e))?;
+            let taken: std::collections::HashSet<u32> = client
+                .list_children(&lease_dir)
+                .await
+                .map_err(|e| self.err("list children of", &lease_dir, e))?
+                .iter()
+                .filter_map(|c| c.parse().ok())
+                .collect();
+            let holder = serde_json::to_vec(&Holder {
+                ip: self.ip.clone(),
+                port: self.port.clone(),
+                pid: std::process::id(),
+                session: client.session_id().to_string(),
+            })
+            .expect("a holder always serializes");
+            let eph = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
+            for id in (0..=max_worker_id).filter(|id| !taken.contains(id)) {
+                let path = format!("{lease_dir}/{id}");
+                let stat = match client.create(&path, &holder, &eph).await {
+                    Ok((stat, _)) => stat,
+                    Err(zk::Error::NodeExists) => continue,
+                    Err(e) => return Err(self.err("create", &path, e)),
+                };
+                let last = format!("{last_dir}/{id}");
+                let floor = match client.get_data(&last).await {
+                    Ok((data, _)) => {
+                        serde_json::from_slice::<LastBound>(&data)
+                            .map_err(|e| Error::Malformed {
+                                what: "ZooKeeper node",
+                                path: last.clone(),
+                                reason: format!("{e} (expected {{\"bound_ms\":N,…}})"),
+                            })?
+                            .bound_ms
+                    }
+                    Err(zk::Error::NoNode) => i64::MIN,
+                    Err(e) => return Err(self.err("read", &last, e)),
+                };
+                return Ok((id, path, stat.version, floor));
+            }
+            Err(Error::WorkerIdExhausted {
+                pool: format!("ZooKeeper {} {lease_dir}", self.connect),
+                size: max_worker_id.saturating_add(1),
+            })
+        }
+        .await;
+        match result {
+            Ok((id, path, version, floor)) => {
+                tracing::info!(worker_id = id, %path, floor, session = %client.session_id(),
+                    session_timeout = ?negotiated, "worker id leased");
+                let location = format!("zookeeper-recycle {}{path}", self.connect);
+                *slot = Some(Held {
+                    client,
+                    worker_id: id,
+                    lease_path: path,
+                    lease_version: version,
+                    watching,
+                    watcher,
+                });
+                Ok(Lease {
+                    worker_id: id,
+                    floor_ms: floor,
+                    location,
+                })
+            }
+            Err(e) => {
+                watching.store(false, Ordering::SeqCst);
+                watcher.abort();
+                drop(client); // closes the session, and with it any lease node it made
+                Err(e)
+            }
+        }
+    }
+
+    async fn write(&self, lease: &Lease, bound_ms: i64) -> Result<()> {
+        let held = self.held.lock().await;
+        let lost = |cause: String| Error::LeaseLost {
+            worker_id: lease.worker_id,
+            cause,
+        };
+        let Some(h) = held.as_ref().filter(|h| h.worker_id == lease.worker_id) else {
+            return Err(lost("this registry no longer holds it".into()));
+        };
+        let state = h.client.state();
+        if state != zk::SessionState::SyncConnected {
+            return Err(lost(format!("ZooKeeper session {state}")));
+        }
+        // The lease node must still be this session's (not deleted by hand and re-taken).
+        match h.client.check_stat(&h.lease_path).await {
+            Ok(Some(stat)) if stat.ephemeral_owner == h.client.session_id().0 => {}
+            Ok(Some(stat)) => {
+                return Err(lost(format!(
+                    "{} is owned by session {:#x} now",
+                    h.lease_path, stat.ephemeral_owner
+                )))
+            }
+            Ok(None) => return Err(lost(format!("{} is gone", h.lease_path))),
+            Err(e) => return Err(self.err("check", &h.lease_path, e)),
+        }
+        let last = format!("{}/{}", self.last_dir(), lease.worker_id);
+        let data = serde_json::to_vec(&LastBound {
+            bound_ms,
+            ip: self.ip.clone(),
+            port: self.port.clone(),
+            pid: std::process::id(),
+        })
+        .expect("a bound always serializes");
+        let mut w = h
+            .client
+            .new_check_writer(&h.lease_path, Some(h.lease_version))
+            .map_err(|e| self.err("check", &h.lease_path, e))?;
+        w.add_set_data(&last, &data, None)
+            .map_err(|e| self.err("write", &last, e))?;
+        match w.commit().await {
+            Ok(_) => Ok(()),
+            Err(zk::CheckWriteError::OperationFailed {
+                source: zk::Error::NoNode,
+                ..
+            }) => {
+                // First bound for this id: create `last/{id}` under the same guard.
+                let mut w = h
+                    .client
+                    .new_check_writer(&h.lease_path, Some(h.lease_version))
+                    .map_err(|e| self.err("check", &h.lease_path, e))?;
+                let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
+                w.add_create(&last, &data, &opts)
+                    .map_err(|e| self.err("create", &last, e))?;
+                w.commit()
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| self.err("create", &last, e.into()))
+            }
+            Err(zk::CheckWriteError::CheckFailed { source }) => {
+                Err(lost(format!("{} failed its check: {source}", h.lease_path)))
+            }
+            Err(e) => Err(self.err("write", &last, e.into())),
+        }
+    }
+
+    async fn give_back(&self, lease: &Lease) -> Result<()> {
+        let mut slot = self.held.lock().await;
+        if slot.as_ref().map(|h| h.worker_id) == Some(lease.worker_id) {
+            let held = slot.take().expect("checked above");
+            self.let_go(held).await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ZookeeperRecycleRegistry {
+    fn drop(&mut self) {
+        if let Some(h) = self.held.get_mut().take() {
+            h.watching.store(false, Ordering::SeqCst);
+            h.watcher.abort();
+            // The client drops here: the session closes and ZooKeeper frees the id.
+        }
+    }
+}
+
+impl WorkerRegistry for ZookeeperRecycleRegistry {
+    fn acquire(&self, max_worker_id: u32, limit: Arc<IssueLimit>) -> BoxFuture<'_, Result<Lease>> {
+        Box::pin(self.take(max_worker_id, limit))
+    }
+
+    fn renew<'a>(&'a self, lease: &'a Lease, bound_ms: i64) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.write(lease, bound_ms))
+    }
+
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.give_back(lease))
+    }
+
+    fn survives_outage(&self) -> bool {
+        false
+    }
+
+    fn describe(&self) -> String {
+        format!("zookeeper-recycle-{}-{}", self.connect, self.name)
+    }
+}

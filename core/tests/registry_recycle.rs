@@ -1,0 +1,397 @@
+//! The `zookeeper-recycle` registry against a real ZooKeeper (`LEAFID_ZK`): live
+//! holders never share an id (threads and SIGKILLed child processes), a freed id comes
+//! back with its last holder's bound as the floor, a lost session cuts the issue limit
+//! at once, the pool runs out cleanly, and saturated generators issue no duplicate.
+//!
+//! Child processes are this test binary itself, started on an `#[ignore]`d entry point.
+
+use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use leafid::snowflake::registry::{IssueLimit, WorkerRegistry, ZookeeperRecycleRegistry};
+use leafid::snowflake::LEAF_EPOCH_MS;
+use leafid::{Error, Layout, SnowflakeGenerator};
+use zookeeper_client as zk;
+
+const NAME_VAR: &str = "LEAFID_TEST_RECYCLE_NAME";
+const CACHE_VAR: &str = "LEAFID_TEST_CACHE_DIR";
+
+fn zk_addr() -> String {
+    std::env::var("LEAFID_ZK").expect(
+        "LEAFID_ZK is not set: start the services (scripts/services.sh start) and \
+         `source .services/env` before running these tests",
+    )
+}
+
+fn unique_name(tag: &str) -> String {
+    format!(
+        "leafid-test-recycle-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
+/// Two worker bits: a pool of four ids.
+fn small() -> Layout {
+    Layout::new(41, 2, 20, LEAF_EPOCH_MS).unwrap()
+}
+
+fn url(name: &str) -> String {
+    // 1 s: the shortest session the test ZooKeeper grants, so killed holders free fast.
+    format!(
+        "zookeeper-recycle://{}/{name}?ip=10.0.0.1&port=1&session_timeout_ms=1000",
+        zk_addr()
+    )
+}
+
+fn gen(name: &str, layout: Layout, cache: &std::path::Path) -> leafid::Result<SnowflakeGenerator> {
+    SnowflakeGenerator::builder()
+        .registry_url(&url(name))?
+        .layout(layout)
+        .cache_dir(cache)
+        .heartbeat(Duration::from_millis(200))
+        .lookahead(Duration::from_millis(600))
+        .build_blocking()
+}
+
+/// Retries while the pool is full (ids of killed holders free after their session timeout).
+fn gen_when_free(name: &str, layout: Layout, cache: &std::path::Path) -> SnowflakeGenerator {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        match gen(name, layout, cache) {
+            Ok(g) => return g,
+            Err(Error::WorkerIdExhausted { .. }) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            Err(e) => panic!("cannot take a worker id: {e}"),
+        }
+    }
+}
+
+#[test]
+#[ignore = "child process entry point, started by the tests below"]
+fn child_process_entry() {
+    let name = std::env::var(NAME_VAR).expect("started as a child with LEAFID_TEST_RECYCLE_NAME");
+    let cache = std::env::var(CACHE_VAR).expect("LEAFID_TEST_CACHE_DIR");
+    let g = gen_when_free(&name, small(), std::path::Path::new(&cache));
+    let ids = g.next_ids(2_000).unwrap();
+    let text: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+    println!("LEAFID-CHILD {} {}", g.worker_id(), text.join(","));
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    g.close();
+}
+
+// The caller kills and waits for every child.
+#[allow(clippy::zombie_processes)]
+fn spawn_child(name: &str, cache: &std::path::Path) -> (Child, u32, Vec<i64>) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "child_process_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(NAME_VAR, name)
+        .env(CACHE_VAR, cache)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    for line in BufReader::new(out).lines() {
+        let line = line.unwrap();
+        // The harness may print "test child_process_entry ... " before it on the same line.
+        if let Some(at) = line.find("LEAFID-CHILD ") {
+            let rest = &line[at + "LEAFID-CHILD ".len()..];
+            let (w, ids) = rest.split_once(' ').unwrap();
+            let ids = ids.split(',').map(|s| s.parse().unwrap()).collect();
+            return (child, w.parse().unwrap(), ids);
+        }
+    }
+    panic!("child exited without reporting a worker id");
+}
+
+fn sigkill(child: &mut Child) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = child.wait();
+}
+
+#[test]
+fn pool_exhaustion_then_a_released_id_comes_back_with_its_floor() {
+    let name = unique_name("exhaust");
+    let cache = tempfile::tempdir().unwrap();
+    let gens: Vec<_> = (0..4)
+        .map(|_| gen(&name, small(), cache.path()).unwrap())
+        .collect();
+    let ids: HashSet<u32> = gens.iter().map(|g| g.worker_id()).collect();
+    assert_eq!(ids, HashSet::from([0, 1, 2, 3]));
+    let err = gen(&name, small(), cache.path()).unwrap_err();
+    assert!(
+        matches!(err, Error::WorkerIdExhausted { size: 4, .. }),
+        "{err:?}"
+    );
+    // Close holder of id 2: its id is free at once (the lease node is deleted), and the
+    // next holder starts above the last timestamp it issued.
+    let g2 = gens.iter().find(|g| g.worker_id() == 2).unwrap();
+    let last = g2.next_id().unwrap();
+    g2.close();
+    let next = gen(&name, small(), cache.path()).unwrap();
+    assert_eq!(next.worker_id(), 2);
+    assert!(next.decode(next.next_id().unwrap()).timestamp_ms > next.decode(last).timestamp_ms);
+    next.close();
+    for g in &gens {
+        g.close();
+    }
+}
+
+#[test]
+fn killing_the_session_cuts_the_issue_limit_and_the_id_goes_to_the_next_holder_above_its_bound() {
+    let name = unique_name("expire");
+    let reg = Arc::new(ZookeeperRecycleRegistry::new(
+        zk_addr(),
+        name.clone(),
+        "10.0.0.1",
+        "1",
+        Duration::from_millis(6000),
+        Duration::from_millis(3000),
+    ));
+    let limit = IssueLimit::closed();
+    limit.set(0);
+    let r = reg.clone();
+    let l = limit.clone();
+    let lease = leafid::runtime::block_on(async move { r.acquire(3, l).await }).unwrap();
+    let bound = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        + 5_000;
+    let r = reg.clone();
+    let l2 = lease.clone();
+    leafid::runtime::block_on(async move { r.renew(&l2, bound).await }).unwrap();
+    assert!(limit.raise(bound));
+
+    // End the session from outside: a second client attaches to it and closes it.
+    let r = reg.clone();
+    let (_, info) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
+    let addr = zk_addr();
+    leafid::runtime::block_on(async move {
+        let other = zk::Client::connector()
+            .with_session(info)
+            .connect(&addr)
+            .await
+            .unwrap();
+        drop(other); // closes the shared session
+    });
+    let until = Instant::now() + Duration::from_secs(30);
+    while limit.get() != i64::MIN {
+        assert!(
+            Instant::now() < until,
+            "issue limit never cut after the session ended"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Renewing on the dead session is refused.
+    let r = reg.clone();
+    let l2 = lease.clone();
+    let err = leafid::runtime::block_on(async move { r.renew(&l2, bound + 1).await }).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::LeaseLost { .. } | Error::RegistryUnavailable { .. }
+        ),
+        "{err:?}"
+    );
+    // The next holder gets the id with our bound as its floor.
+    let other = Arc::new(ZookeeperRecycleRegistry::new(
+        zk_addr(),
+        name,
+        "10.0.0.2",
+        "2",
+        Duration::from_millis(6000),
+        Duration::from_millis(3000),
+    ));
+    let o = other.clone();
+    let next =
+        leafid::runtime::block_on(async move { o.acquire(3, IssueLimit::closed()).await }).unwrap();
+    assert_eq!(next.worker_id, lease.worker_id);
+    assert_eq!(next.floor_ms, bound);
+    let o = other.clone();
+    leafid::runtime::block_on(async move { o.release(&next).await }).unwrap();
+}
+
+#[test]
+fn generator_stops_on_a_lost_session_and_resumes_on_a_new_lease_without_duplicates() {
+    let name = unique_name("resume");
+    let cache = tempfile::tempdir().unwrap();
+    let reg = Arc::new(ZookeeperRecycleRegistry::new(
+        zk_addr(),
+        name,
+        "10.0.0.1",
+        "1",
+        Duration::from_millis(6000),
+        Duration::from_millis(3000),
+    ));
+    let g = SnowflakeGenerator::builder()
+        .custom_registry(reg.clone())
+        .layout(small())
+        .cache_dir(cache.path())
+        .heartbeat(Duration::from_millis(100))
+        .lookahead(Duration::from_millis(500))
+        .build_blocking()
+        .unwrap();
+    let mut seen = HashSet::new();
+    for id in g.next_ids(5_000).unwrap() {
+        assert!(seen.insert(id));
+    }
+    let r = reg.clone();
+    let (_, info) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
+    let addr = zk_addr();
+    leafid::runtime::block_on(async move {
+        drop(
+            zk::Client::connector()
+                .with_session(info)
+                .connect(&addr)
+                .await
+                .unwrap(),
+        );
+    });
+    // Issuing stops (LeaseLost) and resumes once the heartbeat leased an id again.
+    let until = Instant::now() + Duration::from_secs(30);
+    let mut stopped = false;
+    let mut resumed = 0;
+    while resumed < 1_000 {
+        assert!(Instant::now() < until, "generator never resumed");
+        match g.next_id() {
+            Ok(id) => {
+                assert!(seen.insert(id), "duplicate id {id}");
+                if stopped {
+                    resumed += 1;
+                }
+            }
+            Err(Error::LeaseLost { .. }) => {
+                stopped = true;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+    assert!(stopped, "the lost session never stopped issuing");
+    g.close();
+}
+
+#[test]
+fn short_lived_holders_in_threads_never_share_an_id() {
+    let name = unique_name("churn");
+    let cache = tempfile::tempdir().unwrap();
+    let live: Arc<Mutex<HashMap<u32, usize>>> = Arc::default();
+    let all: Arc<Mutex<HashSet<i64>>> = Arc::default();
+    let threads: Vec<_> = (0..6)
+        .map(|t| {
+            let (name, live, all) = (name.clone(), live.clone(), all.clone());
+            let cache = cache.path().to_path_buf();
+            std::thread::spawn(move || {
+                for _ in 0..8 {
+                    let g = gen_when_free(&name, small(), &cache);
+                    let w = g.worker_id();
+                    if let Some(other) = live.lock().unwrap().insert(w, t) {
+                        panic!("worker {w} held by threads {other} and {t} at once");
+                    }
+                    let ids = g.next_ids(500).unwrap();
+                    live.lock().unwrap().remove(&w);
+                    g.close();
+                    let mut all = all.lock().unwrap();
+                    for id in ids {
+                        assert!(all.insert(id), "duplicate id {id}");
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(all.lock().unwrap().len(), 6 * 8 * 500);
+}
+
+#[test]
+fn sigkilled_holders_never_share_an_id_and_their_ids_come_back_above_their_ids() {
+    let name = unique_name("kill");
+    let cache = tempfile::tempdir().unwrap();
+    let mut all = HashSet::new();
+    let mut last_by_worker: HashMap<u32, i64> = HashMap::new();
+    for round in 0..3 {
+        // Fill the pool with live child processes: four distinct ids.
+        let mut kids: Vec<_> = (0..4).map(|_| spawn_child(&name, cache.path())).collect();
+        let workers: HashSet<u32> = kids.iter().map(|k| k.1).collect();
+        assert_eq!(workers.len(), 4, "round {round}: live holders share an id");
+        for (_, w, ids) in &kids {
+            let first = ids[0];
+            if let Some(prev) = last_by_worker.get(w) {
+                assert!(
+                    first > *prev,
+                    "worker {w} reissued below its last holder's ids"
+                );
+            }
+            for id in ids {
+                assert!(all.insert(*id), "duplicate id {id}");
+            }
+            last_by_worker.insert(*w, *ids.last().unwrap());
+        }
+        // SIGKILL them all: no release; ZooKeeper frees the ids after the session timeout.
+        for k in kids.iter_mut() {
+            sigkill(&mut k.0);
+        }
+    }
+    // An in-process holder gets one of the killed ids back, above its last ids.
+    let g = gen_when_free(&name, small(), cache.path());
+    let id = g.next_id().unwrap();
+    assert!(id > last_by_worker[&g.worker_id()]);
+    assert!(all.insert(id));
+    g.close();
+}
+
+#[test]
+fn saturated_generators_on_zookeeper_recycle_never_issue_a_duplicate() {
+    let name = unique_name("saturate");
+    let cache = tempfile::tempdir().unwrap();
+    let gens: Vec<_> = (0..4)
+        .map(|_| gen(&name, Layout::default(), cache.path()).unwrap())
+        .collect();
+    let gens = Arc::new(gens);
+    let deadline = Instant::now() + Duration::from_millis(1_500);
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let gens = gens.clone();
+            std::thread::spawn(move || {
+                let g = &gens[t % gens.len()];
+                let mut out = Vec::new();
+                let mut buf = [0i64; 64];
+                while Instant::now() < deadline {
+                    g.fill(&mut buf).unwrap();
+                    out.extend_from_slice(&buf);
+                }
+                out
+            })
+        })
+        .collect();
+    let mut all = HashSet::new();
+    for t in threads {
+        for id in t.join().unwrap() {
+            assert!(all.insert(id), "duplicate id {id}");
+        }
+    }
+    assert!(all.len() > 10_000);
+    for g in gens.iter() {
+        g.close();
+    }
+}

@@ -110,7 +110,11 @@ export declare class SegmentGenerator {
   nextId(tag: string): bigint;
   /** The next id of `tag` as a decimal string (for JSON). */
   nextIdString(tag: string): string;
-  /** `n` ids of `tag`. */
+  /**
+   * `n` ids of `tag` (0 ≤ n ≤ 2^30), ascending within each segment, written straight
+   * into the returned array. A bad `n` is a `TypeError` / `RangeError`; otherwise it
+   * throws as `nextId` does, and a failed batch hands out none of its ids.
+   */
   nextIds(tag: string, n: number): BigInt64Array;
   /** A handle on `tag`: the fast path (no lookup per call). */
   tag(tag: string): TagHandle;
@@ -143,7 +147,7 @@ export declare class TagHandle {
   nextId(): bigint;
   /** The next id as a decimal string (for JSON). */
   nextIdString(): string;
-  /** `n` ids. */
+  /** `n` ids (0 ≤ n ≤ 2^30), as `SegmentGenerator.nextIds`. */
   nextIds(n: number): BigInt64Array;
 }
 
@@ -196,7 +200,10 @@ export declare class SnowflakeGenerator {
   nextId(): bigint;
   /** The next id as a decimal string (for JSON). */
   nextIdString(): string;
-  /** `n` ids. */
+  /**
+   * `n` ids (0 ≤ n ≤ 2^30) in increasing order, reserving a run of sequence numbers per
+   * atomic step; bound by the layout's ids per millisecond like `nextId`.
+   */
   nextIds(n: number): BigInt64Array;
   /** The worker id held. */
   readonly workerId: number;

@@ -22,17 +22,20 @@ pub type Raw = sys::napi_value;
 /// A raw Node-API callback.
 pub type Callback = unsafe extern "C" fn(sys::napi_env, sys::napi_callback_info) -> Raw;
 
-/// A `#[napi]` class whose instances get a bound `nextId` when they reach JS.
+/// A `#[napi]` class whose instances get a bound `nextId` and `nextIds` when they
+/// reach JS.
 pub trait BindsNextId: ToNapiValue {
-    /// What the bound function issues from (a clone of the core object).
-    type State: Send + 'static;
-    /// The clone for the function's `data`.
+    /// What the bound functions issue from (a clone of the core object each).
+    type State: Clone + Send + 'static;
+    /// The clone for the functions' `data`.
     fn state(&self) -> Self::State;
-    /// The callback; it reads its state with [`state`]`::<Self::State, _>`.
+    /// `nextId`; it reads its state with [`state`]`::<Self::State, _>`.
     const NEXT_ID: Callback;
+    /// `nextIds`, the same way.
+    const NEXT_IDS: Callback;
 }
 
-/// A class instance on its way to JS that gets its bound `nextId` on arrival.
+/// A class instance on its way to JS that gets its bound functions on arrival.
 pub struct Bound<T>(pub T);
 
 impl<T: BindsNextId> ToNapiValue for Bound<T> {
@@ -41,7 +44,8 @@ impl<T: BindsNextId> ToNapiValue for Bound<T> {
         // SAFETY: called by napi on the JS thread with a live env.
         unsafe {
             let obj = T::to_napi_value(env, val.0)?;
-            bind(env, obj, state, T::NEXT_ID)?;
+            bind(env, obj, c"nextId", state.clone(), T::NEXT_ID)?;
+            bind(env, obj, c"nextIds", state, T::NEXT_IDS)?;
             Ok(obj)
         }
     }
@@ -56,12 +60,13 @@ impl<T: TypeName> TypeName for Bound<T> {
     }
 }
 
-/// Creates a function `nextId` whose `data` is `state` (freed when the function is
+/// Creates a function `name` whose `data` is `state` (freed when the function is
 /// collected) and defines it on `obj`, writable and configurable like a method, not
 /// enumerable.
 unsafe fn bind<S: Send + 'static>(
     env: sys::napi_env,
     obj: Raw,
+    name: &'static CStr,
     state: S,
     cb: Callback,
 ) -> Result<()> {
@@ -70,7 +75,8 @@ unsafe fn bind<S: Send + 'static>(
     // SAFETY: Node-API calls on a live env; out-pointers are locals. `data` is owned
     // by the finalizer once it is attached, and freed here if it cannot be.
     unsafe {
-        let made = sys::napi_create_function(env, c"nextId".as_ptr(), 6, Some(cb), data, &mut func);
+        let len = name.to_bytes().len() as isize;
+        let made = sys::napi_create_function(env, name.as_ptr(), len, Some(cb), data, &mut func);
         if made != sys::Status::napi_ok
             || sys::napi_add_finalizer(
                 env,
@@ -82,10 +88,13 @@ unsafe fn bind<S: Send + 'static>(
             ) != sys::Status::napi_ok
         {
             drop(Box::from_raw(data.cast::<S>()));
-            return Err(Error::new(Status::GenericFailure, "cannot create nextId"));
+            return Err(Error::new(
+                Status::GenericFailure,
+                "cannot create a bound method",
+            ));
         }
         let descriptor = sys::napi_property_descriptor {
-            utf8name: c"nextId".as_ptr(),
+            utf8name: name.as_ptr(),
             name: ptr::null_mut(),
             method: None,
             getter: None,
@@ -201,6 +210,77 @@ pub unsafe fn str_arg<'b>(
     bytes.truncate(len);
     *spill = String::from_utf8(bytes).ok()?;
     Some(spill.as_str())
+}
+
+/// The most ids one `nextIds` call hands out (8 GiB of `BigInt64Array`).
+const MAX_BATCH: i64 = 1 << 30;
+
+/// Reads the id count of `nextIds`: a number in `0..=2^30`. Throws a `TypeError` for a
+/// non-number and a `RangeError` out of range, and returns `None`.
+///
+/// # Safety
+/// `env` and `value` must belong to the current callback.
+pub unsafe fn count_arg(env: sys::napi_env, value: sys::napi_value) -> Option<usize> {
+    let mut n = 0i64;
+    // SAFETY: a Node-API call on the callback's values; `n` is a local.
+    if unsafe { sys::napi_get_value_int64(env, value, &mut n) } != sys::Status::napi_ok {
+        // SAFETY: the callback's env.
+        unsafe { throw_type_error(env, c"ERR_INVALID_ARG_TYPE", c"the count must be a number") };
+        return None;
+    }
+    if !(0..=MAX_BATCH).contains(&n) {
+        // SAFETY: both strings are NUL-terminated.
+        unsafe {
+            sys::napi_throw_range_error(
+                env,
+                c"ERR_OUT_OF_RANGE".as_ptr(),
+                c"the count must be between 0 and 2^30".as_ptr(),
+            )
+        };
+        return None;
+    }
+    Some(n as usize)
+}
+
+/// A `BigInt64Array` of `n` ids written in place by `fill` into memory V8 allocates:
+/// no Rust buffer and no external ArrayBuffer to finalize. Throws the coded error if
+/// `fill` fails (the partly written array is dropped: its ids are never handed out).
+///
+/// # Safety
+/// `env` must be the current callback's env.
+pub unsafe fn filled_array(
+    env: sys::napi_env,
+    n: usize,
+    fill: impl FnOnce(&mut [i64]) -> leafid::Result<()>,
+) -> Raw {
+    let (mut data, mut buffer, mut array) = (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+    // SAFETY: Node-API calls on the callback's env; out-pointers are locals. V8 backs
+    // an ArrayBuffer with zeroed memory aligned for any element type, `n * 8` bytes
+    // long, which nothing else can reach before the typed array is returned.
+    unsafe {
+        if sys::napi_create_arraybuffer(env, n * 8, &mut data, &mut buffer) != sys::Status::napi_ok
+        {
+            return ptr::null_mut();
+        }
+        let out: &mut [i64] = if n == 0 || data.is_null() {
+            &mut []
+        } else {
+            std::slice::from_raw_parts_mut(data.cast::<i64>(), n)
+        };
+        if let Err(e) = fill(out) {
+            JsError::from(crate::error::coded(e)).throw_into(env);
+            return ptr::null_mut();
+        }
+        sys::napi_create_typedarray(
+            env,
+            sys::TypedarrayType::bigint64_array,
+            n,
+            buffer,
+            0,
+            &mut array,
+        );
+        array
+    }
 }
 
 /// # Safety

@@ -107,15 +107,6 @@ impl JsSegmentGenerator {
         self.inner.next_id(&tag).map(|id| id.to_string()).js()
     }
 
-    /// `n` ids of `tag`.
-    #[napi]
-    pub fn next_ids(&self, tag: String, n: u32) -> Result<BigInt64Array, LeafCode> {
-        self.inner
-            .next_ids(&tag, n as usize)
-            .map(BigInt64Array::from)
-            .js()
-    }
-
     /// A handle on `tag`: the fast path.
     #[napi]
     pub fn tag(&self, tag: String) -> Result<fast::Bound<JsTagHandle>, LeafCode> {
@@ -226,15 +217,6 @@ impl JsTagHandle {
     pub fn next_id_string(&self) -> Result<String, LeafCode> {
         self.inner.next_id().map(|id| id.to_string()).js()
     }
-
-    /// `n` ids.
-    #[napi]
-    pub fn next_ids(&self, n: u32) -> Result<BigInt64Array, LeafCode> {
-        self.inner
-            .next_ids(n as usize)
-            .map(BigInt64Array::from)
-            .js()
-    }
 }
 
 impl fast::BindsNextId for JsSegmentGenerator {
@@ -243,6 +225,7 @@ impl fast::BindsNextId for JsSegmentGenerator {
         self.inner.clone()
     }
     const NEXT_ID: fast::Callback = next_id_of_tag;
+    const NEXT_IDS: fast::Callback = next_ids_of_tag;
 }
 
 impl fast::BindsNextId for JsTagHandle {
@@ -251,6 +234,7 @@ impl fast::BindsNextId for JsTagHandle {
         self.inner.clone()
     }
     const NEXT_ID: fast::Callback = next_id_of_handle;
+    const NEXT_IDS: fast::Callback = next_ids_of_handle;
 }
 
 /// `gen.nextId(tag)`: the next id of `tag` (see [`crate::fast`]).
@@ -281,5 +265,41 @@ unsafe extern "C" fn next_id_of_handle(
             env,
             fast::state::<TagHandle, 0>(env, info, &mut []).next_id(),
         )
+    }
+}
+
+/// `gen.nextIds(tag, n)`: `n` ids of `tag` in a `BigInt64Array` (see [`crate::fast`]).
+unsafe extern "C" fn next_ids_of_tag(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    let mut argv = [std::ptr::null_mut(); 2];
+    // SAFETY (whole block): installed by `fast::Bound` with a `SegmentGenerator`.
+    unsafe {
+        let gen = fast::state::<SegmentGenerator, 2>(env, info, &mut argv);
+        let (mut buf, mut spill) = ([0u8; 512], String::new());
+        let Some(tag) = fast::str_arg(env, argv[0], &mut buf, &mut spill) else {
+            return std::ptr::null_mut();
+        };
+        match fast::count_arg(env, argv[1]) {
+            Some(n) => fast::filled_array(env, n, |out| gen.fill(tag, out)),
+            None => std::ptr::null_mut(),
+        }
+    }
+}
+
+/// `handle.nextIds(n)`: `n` ids in a `BigInt64Array` (see [`crate::fast`]).
+unsafe extern "C" fn next_ids_of_handle(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    let mut argv = [std::ptr::null_mut(); 1];
+    // SAFETY (whole block): installed by `fast::Bound` with a `TagHandle`.
+    unsafe {
+        let h = fast::state::<TagHandle, 1>(env, info, &mut argv);
+        match fast::count_arg(env, argv[0]) {
+            Some(n) => fast::filled_array(env, n, |out| h.fill(out)),
+            None => std::ptr::null_mut(),
+        }
     }
 }

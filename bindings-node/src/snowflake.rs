@@ -122,15 +122,6 @@ impl JsSnowflakeGenerator {
         self.inner.next_id().map(|id| id.to_string()).js()
     }
 
-    /// `n` ids.
-    #[napi]
-    pub fn next_ids(&self, n: u32) -> Result<BigInt64Array, LeafCode> {
-        self.inner
-            .next_ids(n as usize)
-            .map(BigInt64Array::from)
-            .js()
-    }
-
     /// The worker id held.
     #[napi(getter)]
     pub fn worker_id(&self) -> u32 {
@@ -183,6 +174,7 @@ impl fast::BindsNextId for JsSnowflakeGenerator {
         self.inner.clone()
     }
     const NEXT_ID: fast::Callback = next_id;
+    const NEXT_IDS: fast::Callback = next_ids;
 }
 
 /// `sf.nextId()`: the next id (see [`crate::fast`]).
@@ -196,5 +188,22 @@ unsafe extern "C" fn next_id(
             env,
             fast::state::<SnowflakeGenerator, 0>(env, info, &mut []).next_id(),
         )
+    }
+}
+
+/// `sf.nextIds(n)`: `n` ids in increasing order in a `BigInt64Array` (see
+/// [`crate::fast`]).
+unsafe extern "C" fn next_ids(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    let mut argv = [std::ptr::null_mut(); 1];
+    // SAFETY (whole block): installed by `fast::Bound` with a `SnowflakeGenerator`.
+    unsafe {
+        let g = fast::state::<SnowflakeGenerator, 1>(env, info, &mut argv);
+        match fast::count_arg(env, argv[0]) {
+            Some(n) => fast::filled_array(env, n, |out| g.fill(out)),
+            None => std::ptr::null_mut(),
+        }
     }
 }

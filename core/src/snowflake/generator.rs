@@ -805,10 +805,18 @@ async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
     }
     let _ = session.registry.release(&st.lease).await;
     core.limit.set(OPENING_LIMIT);
-    let lease = session
+    let lease = match session
         .registry
         .acquire(core.layout.max_worker_id(), core.limit.clone())
-        .await?;
+        .await
+    {
+        Ok(lease) => lease,
+        Err(e) => {
+            // Back to "lease lost", so the next heartbeat tries again.
+            core.limit.set(i64::MIN);
+            return Err(e);
+        }
+    };
     let floor = match hold(core, &session.cache, &lease).await {
         Ok(f) => f,
         Err(e) => {

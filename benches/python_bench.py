@@ -10,12 +10,13 @@ Prints a markdown table with ns per id and the ratio to `next(itertools.count())
 from __future__ import annotations
 
 import datetime
+import functools
 import itertools
 import sys
 import tempfile
 import time
 import uuid
-from typing import Callable, Sized
+from typing import Callable, Iterator, Sized
 
 import leafid
 
@@ -23,29 +24,33 @@ N = 1_000_000
 REPEATS = 5
 
 
-def per_call(fn: Callable[[], object], n: int = N) -> float:
-    """Best ns per call of `fn` over REPEATS loops of n calls."""
-    best = float("inf")
-    for _ in range(REPEATS):
-        r = range(n)
-        t = time.perf_counter_ns()
-        for _ in r:
-            fn()
-        best = min(best, (time.perf_counter_ns() - t) / n)
-    return best
+def loop_call(fn: Callable[[], object], n: int) -> float:
+    """ns per call of `fn` over one loop of n calls."""
+    r = range(n)
+    t = time.perf_counter_ns()
+    for _ in r:
+        fn()
+    return (time.perf_counter_ns() - t) / n
 
 
-def per_next(it: object, n: int = N) -> float:
-    """Best ns per `next(it)` (the builtin, as a loop over an iterator calls it)."""
+def loop_next(it: Iterator[object], n: int) -> float:
+    """ns per `next(it)` (the builtin, as a loop over an iterator calls it) over one loop."""
     nxt = next
-    best = float("inf")
+    r = range(n)
+    t = time.perf_counter_ns()
+    for _ in r:
+        nxt(it)
+    return (time.perf_counter_ns() - t) / n
+
+
+def interleaved(loops: list[tuple[str, Callable[[], float]]]) -> list[tuple[str, float]]:
+    """Best of REPEATS rounds; each round runs every loop once, so a burst of load on
+    the machine hits all candidates alike instead of whichever ran during it."""
+    best = {name: float("inf") for name, _ in loops}
     for _ in range(REPEATS):
-        r = range(n)
-        t = time.perf_counter_ns()
-        for _ in r:
-            nxt(it)  # type: ignore[call-overload]
-        best = min(best, (time.perf_counter_ns() - t) / n)
-    return best
+        for name, loop in loops:
+            best[name] = min(best[name], loop())
+    return [(name, best[name]) for name, _ in loops]
 
 
 def batch_rate(fn: Callable[[int], Sized], n: int = 1_000_000) -> float:
@@ -72,24 +77,26 @@ def main() -> None:
         f"local://{tmp}/wide", cache_dir=f"{tmp}/w",
         layout=leafid.Layout(timestamp_bits=41, worker_bits=1, sequence_bits=21),
     )
-    rows: list[tuple[str, float]] = [("floor: next(itertools.count())", per_next(itertools.count()))]
-    rows.append(("leafid: next(handle)", per_next(h)))
-    rows.append(("leafid: handle.next_id()", per_call(h.next_id)))
-    rows.append(("leafid: gen.next_id('bench')", per_call(lambda: gen.next_id("bench"))))
-    rows.append(("leafid: snowflake next_id() (41+10+12, ≤4096/ms)", per_call(sf.next_id)))
-    rows.append(("leafid: snowflake next_id() (41+1+21)", per_call(wide.next_id)))
-    peers: list[tuple[str, Callable[[], object], int]] = [("uuid.uuid4()", uuid.uuid4, N)]
+    loops: list[tuple[str, Callable[[], float]]] = [
+        ("floor: next(itertools.count())", lambda: loop_next(itertools.count(), N)),
+        ("leafid: next(handle)", lambda: loop_next(h, N)),
+        ("leafid: handle.next_id()", lambda: loop_call(h.next_id, N)),
+        ("leafid: gen.next_id('bench')", lambda: loop_call(functools.partial(gen.next_id, "bench"), N)),
+        ("leafid: snowflake next_id() (41+10+12, ≤4096/ms)", lambda: loop_call(sf.next_id, N)),
+        ("leafid: snowflake next_id() (41+1+21)", lambda: loop_call(wide.next_id, N)),
+        ("uuid.uuid4()", lambda: loop_call(uuid.uuid4, N)),
+    ]
     try:
         import uuid_utils
 
-        peers.append(("uuid_utils.uuid7()", uuid_utils.uuid7, N))
+        loops.append(("uuid_utils.uuid7()", lambda: loop_call(uuid_utils.uuid7, N)))
     except ImportError:
         print("uuid-utils not installed", file=sys.stderr)
     try:
         from snowflake import SnowflakeGenerator as SnowflakeId
 
         sid = SnowflakeId(1)
-        peers.append(("snowflake-id: next(gen)", sid.__next__, N))
+        loops.append(("snowflake-id: next(gen)", lambda: loop_next(sid, N)))
     except ImportError:
         print("snowflake-id not installed", file=sys.stderr)
     try:
@@ -97,11 +104,10 @@ def main() -> None:
 
         sony = Sonyflake(machine_id=1, start_time=datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc))
         # Sonyflake issues 256 ids per 10 ms by design; fewer calls keep the run short.
-        peers.append(("sonyflake: next_id()", sony.next_id, 20_000))
+        loops.append(("sonyflake: next_id()", lambda: loop_call(sony.next_id, 20_000)))
     except ImportError:
         print("sonyflake not installed", file=sys.stderr)
-    for name, fn, n in peers:
-        rows.append((name, per_call(fn, n)))
+    rows = interleaved(loops)
     floor = rows[0][1]
     print(f"Python {sys.version.split()[0]}, best of {REPEATS} loops of {N:,} calls\n")
     print("| call | ns per id | vs floor |\n|---|---|---|")

@@ -256,6 +256,10 @@ impl RegistryConfig {
     /// `zookeeper-recycle://127.0.0.1:2181/leaf-name`,
     /// `mysql://user:pass@127.0.0.1:3306/db?port=8080`. `zookeeper` and `mysql` also take
     /// `&ip=` (default: the host's first non-loopback IPv4 address, as Leaf).
+    /// Both ZooKeeper forms also take `session_timeout_ms=` (100..=600000, default 6000
+    /// as Leaf's Curator; the server clamps it to its own min/max) and
+    /// `connect_timeout_ms=` (100..=600000, default 3000: how long start-up or a
+    /// re-acquire waits for a session before failing with `RegistryUnavailable`).
     /// A bad URL is [`Error::InvalidUrl`] naming the forms that work.
     pub fn parse(url: &str) -> Result<RegistryConfig> {
         let url = url.trim();
@@ -491,6 +495,31 @@ mod tests {
         let e = RegistryConfig::parse("mysql://u:secret@127.0.0.1:3306/db").unwrap_err();
         assert!(e.to_string().contains("?port="), "{e}");
         assert!(!e.to_string().contains("secret"), "password leaked: {e}");
+    }
+
+    #[test]
+    fn zookeeper_timeouts_are_parsed_and_checked() {
+        let c = RegistryConfig::parse(
+            "zookeeper-recycle://127.0.0.1:2181/pool?ip=10.1.1.1&session_timeout_ms=1000&connect_timeout_ms=500",
+        )
+        .unwrap();
+        assert!(matches!(
+            c,
+            RegistryConfig::ZookeeperRecycle {
+                session_timeout_ms: 1000,
+                connect_timeout_ms: 500,
+                ..
+            }
+        ));
+        for bad in [
+            "session_timeout_ms=0",
+            "session_timeout_ms=x",
+            "connect_timeout_ms=9999999",
+        ] {
+            let u = format!("zookeeper://127.0.0.1:2181/leaf?port=1&ip=1.2.3.4&{bad}");
+            let e = RegistryConfig::parse(&u).unwrap_err();
+            assert!(matches!(e, Error::InvalidUrl { .. }), "{u}: {e}");
+        }
     }
 
     #[test]

@@ -253,18 +253,31 @@ fn generator_stops_on_a_lost_session_and_resumes_on_a_new_lease_without_duplicat
     for id in g.next_ids(5_000).unwrap() {
         assert!(seen.insert(id));
     }
-    let r = reg.clone();
-    let (_, info) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
-    let addr = zk_addr();
-    leafid::runtime::block_on(async move {
-        drop(
+    // End the held session from outside. Attaching can race with the heartbeat's own
+    // traffic on that session and come back SessionExpired; then read the (possibly new)
+    // session again and retry, so the test always ends the session in use.
+    let mut ended = false;
+    for _ in 0..10 {
+        let r = reg.clone();
+        let (_, info) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
+        let addr = zk_addr();
+        let attached = leafid::runtime::block_on(async move {
             zk::Client::connector()
                 .with_session(info)
                 .connect(&addr)
                 .await
-                .unwrap(),
-        );
-    });
+                .map(drop) // dropping the twin closes the shared session
+        });
+        match attached {
+            Ok(()) => {
+                ended = true;
+                break;
+            }
+            Err(zk::Error::SessionExpired) => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("cannot attach to the held session: {e}"),
+        }
+    }
+    assert!(ended, "could not attach to the held session to end it");
     // Issuing stops (LeaseLost) and resumes once the heartbeat leased an id again.
     let until = Instant::now() + Duration::from_secs(30);
     let mut stopped = false;

@@ -162,6 +162,8 @@ def test_gunicorn_style_prefork_snowflake_workers_never_share_an_id(tmp_path: Pa
     assert sf.worker_id not in {leafid.decode(i).worker_id for i in ids}
 
 
+@pytest.mark.xfail(strict=True, reason="core bug (registries): a forked child's zookeeper-recycle "
+                   "re-acquire fails with RegistryUnavailable 'no available hosts'")
 def test_zookeeper_recycle_child_takes_its_own_worker_id(zk: str, tmp_path: Path) -> None:
     registry = f"zookeeper-recycle://{zk}/py-fork-{os.getpid()}-{time.time_ns()}"
     try:

@@ -37,6 +37,42 @@ fn unique_name(tag: &str) -> String {
     )
 }
 
+/// Ends the session `reg` holds its lease with, from outside, and returns once ZooKeeper
+/// has freed the lease node (gone, or re-taken by another session).
+///
+/// A twin client attaches to the session and closes it. The holder's own client, kicked
+/// off its connection by the attach, may re-attach first and keep the session alive (the
+/// twin's close then fails quietly), and attaching can race with the holder's traffic and
+/// come back SessionExpired: so repeat until an observer sees the node's owner change.
+fn end_held_session(reg: &Arc<ZookeeperRecycleRegistry>, name: &str) {
+    let r = reg.clone();
+    let (id, info) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
+    let session = info.id().0;
+    let path = format!("/snowflake/{name}/recycle/lease/{id}");
+    let addr = zk_addr();
+    leafid::runtime::block_on(async move {
+        let observer = zk::Client::connect(&addr).await.unwrap();
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            match observer.check_stat(&path).await.unwrap() {
+                Some(stat) if stat.ephemeral_owner == session => {}
+                _ => return,
+            }
+            assert!(Instant::now() < until, "session {session:#x} never ended");
+            match zk::Client::connector()
+                .with_session(info.clone())
+                .connect(&addr)
+                .await
+            {
+                Ok(twin) => drop(twin), // dropping the twin closes the shared session
+                Err(zk::Error::SessionExpired) => {}
+                Err(e) => panic!("cannot attach to the held session: {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
 /// Two worker bits: a pool of four ids.
 fn small() -> Layout {
     Layout::new(41, 2, 20, LEAF_EPOCH_MS).unwrap()
@@ -180,18 +216,7 @@ fn killing_the_session_cuts_the_issue_limit_and_the_id_goes_to_the_next_holder_a
     leafid::runtime::block_on(async move { r.renew(&l2, bound).await }).unwrap();
     assert!(limit.raise(bound));
 
-    // End the session from outside: a second client attaches to it and closes it.
-    let r = reg.clone();
-    let (_, info) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
-    let addr = zk_addr();
-    leafid::runtime::block_on(async move {
-        let other = zk::Client::connector()
-            .with_session(info)
-            .connect(&addr)
-            .await
-            .unwrap();
-        drop(other); // closes the shared session
-    });
+    end_held_session(&reg, &name);
     let until = Instant::now() + Duration::from_secs(30);
     while limit.get() != i64::MIN {
         assert!(
@@ -235,7 +260,7 @@ fn generator_stops_on_a_lost_session_and_resumes_on_a_new_lease_without_duplicat
     let cache = tempfile::tempdir().unwrap();
     let reg = Arc::new(ZookeeperRecycleRegistry::new(
         zk_addr(),
-        name,
+        name.clone(),
         "10.0.0.1",
         "1",
         Duration::from_millis(6000),
@@ -253,31 +278,7 @@ fn generator_stops_on_a_lost_session_and_resumes_on_a_new_lease_without_duplicat
     for id in g.next_ids(5_000).unwrap() {
         assert!(seen.insert(id));
     }
-    // End the held session from outside. Attaching can race with the heartbeat's own
-    // traffic on that session and come back SessionExpired; then read the (possibly new)
-    // session again and retry, so the test always ends the session in use.
-    let mut ended = false;
-    for _ in 0..10 {
-        let r = reg.clone();
-        let (_, info) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
-        let addr = zk_addr();
-        let attached = leafid::runtime::block_on(async move {
-            zk::Client::connector()
-                .with_session(info)
-                .connect(&addr)
-                .await
-                .map(drop) // dropping the twin closes the shared session
-        });
-        match attached {
-            Ok(()) => {
-                ended = true;
-                break;
-            }
-            Err(zk::Error::SessionExpired) => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => panic!("cannot attach to the held session: {e}"),
-        }
-    }
-    assert!(ended, "could not attach to the held session to end it");
+    end_held_session(&reg, &name);
     // Issuing stops (LeaseLost) and resumes once the heartbeat leased an id again.
     let until = Instant::now() + Duration::from_secs(30);
     let mut stopped = false;
@@ -390,8 +391,16 @@ fn saturated_generators_on_zookeeper_recycle_never_issue_a_duplicate() {
                 let mut out = Vec::new();
                 let mut buf = [0i64; 64];
                 while Instant::now() < deadline {
-                    g.fill(&mut buf).unwrap();
-                    out.extend_from_slice(&buf);
+                    match g.fill(&mut buf) {
+                        Ok(()) => out.extend_from_slice(&buf),
+                        // A starved CI machine can miss pings and lose the session: the
+                        // generator then stops issuing until it holds an id again. That is
+                        // the designed outcome; what this test checks is uniqueness.
+                        Err(Error::LeaseLost { .. } | Error::RegistryUnavailable { .. }) => {
+                            std::thread::sleep(Duration::from_millis(10))
+                        }
+                        Err(e) => panic!("unexpected error: {e}"),
+                    }
                 }
                 out
             })

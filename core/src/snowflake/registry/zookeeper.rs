@@ -23,6 +23,7 @@
 //! on with its cache file ([`WorkerRegistry::survives_outage`] is true).
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ use zookeeper_client as zk;
 
 use super::{IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
-use crate::runtime::BoxFuture;
+use crate::runtime::{self, BoxFuture};
 
 /// Leaf's (Curator's) session timeout.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_millis(6000);
@@ -54,13 +55,43 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// The fork epoch of the process that first opened a ZooKeeper session, `u64::MAX`
+/// while none has.
+static ZK_FIRST_USED_IN: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Refuses ZooKeeper in a process forked from one that had already used it.
+///
+/// The ZooKeeper client does its socket I/O on a process-wide `async-io` reactor: one
+/// epoll instance plus a driver thread, created on first use and never re-created. A
+/// forked child inherits the epoll instance (shared with the parent from then on) but
+/// not the thread, so its connections would never complete, or the parent would steal
+/// their events. Saying so plainly beats a hang or a vague "no available hosts".
+fn check_zookeeper_usable_here() -> Result<()> {
+    let here = runtime::fork_epoch();
+    // SeqCst: a plain once-per-process marker; the cost is one atomic per session.
+    match ZK_FIRST_USED_IN.compare_exchange(u64::MAX, here, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => Ok(()),
+        Err(first) if first == here => Ok(()),
+        Err(_) => Err(Error::InvalidConfig(
+            "ZooKeeper cannot be used in this process: it was forked from a process that had \
+             already opened a ZooKeeper session, and the ZooKeeper client's I/O reactor does \
+             not survive fork(). Create ZooKeeper-backed generators only after forking \
+             (gunicorn: in post_fork, without preload_app; multiprocessing: the 'spawn' or \
+             'forkserver' start method), or use the local: registry for processes on one host"
+                .into(),
+        )),
+    }
+}
+
 /// Opens a ZooKeeper session, failing with [`Error::RegistryUnavailable`] within
-/// `connect_timeout` when no server answers.
+/// `connect_timeout` when no server answers, and with [`Error::InvalidConfig`] in a
+/// process forked after ZooKeeper was used (see [`check_zookeeper_usable_here`]).
 pub(crate) async fn connect(
     connect: &str,
     session_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<zk::Client> {
+    check_zookeeper_usable_here()?;
     let fut = zk::Client::connector()
         .with_session_timeout(session_timeout)
         // Every host refused: fail now rather than cycling until the deadline.

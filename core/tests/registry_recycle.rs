@@ -44,7 +44,8 @@ fn unique_name(tag: &str) -> String {
 /// off its connection by the attach, may re-attach first and keep the session alive (the
 /// twin's close then fails quietly), and attaching can race with the holder's traffic and
 /// come back SessionExpired: so repeat until an observer sees the node's owner change.
-fn end_held_session(reg: &Arc<ZookeeperRecycleRegistry>, name: &str) {
+/// Returns the id of the session it ended.
+fn end_held_session(reg: &Arc<ZookeeperRecycleRegistry>, name: &str) -> i64 {
     let r = reg.clone();
     let (id, info) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
     let session = info.id().0;
@@ -56,7 +57,7 @@ fn end_held_session(reg: &Arc<ZookeeperRecycleRegistry>, name: &str) {
         loop {
             match observer.check_stat(&path).await.unwrap() {
                 Some(stat) if stat.ephemeral_owner == session => {}
-                _ => return,
+                _ => return session,
             }
             assert!(Instant::now() < until, "session {session:#x} never ended");
             match zk::Client::connector()
@@ -70,7 +71,7 @@ fn end_held_session(reg: &Arc<ZookeeperRecycleRegistry>, name: &str) {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-    });
+    })
 }
 
 /// Two worker bits: a pool of four ids.
@@ -205,7 +206,7 @@ fn killing_the_session_cuts_the_issue_limit_and_the_id_goes_to_the_next_holder_a
     limit.set(0);
     let r = reg.clone();
     let l = limit.clone();
-    let lease = leafid::runtime::block_on(async move { r.acquire(3, l).await }).unwrap();
+    let lease = leafid::runtime::block_on(async move { r.acquire(0, l).await }).unwrap();
     let bound = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -247,11 +248,111 @@ fn killing_the_session_cuts_the_issue_limit_and_the_id_goes_to_the_next_holder_a
     ));
     let o = other.clone();
     let next =
-        leafid::runtime::block_on(async move { o.acquire(3, IssueLimit::closed()).await }).unwrap();
+        leafid::runtime::block_on(async move { o.acquire(0, IssueLimit::closed()).await }).unwrap();
     assert_eq!(next.worker_id, lease.worker_id);
     assert_eq!(next.floor_ms, bound);
     let o = other.clone();
     leafid::runtime::block_on(async move { o.release(&next).await }).unwrap();
+}
+
+#[test]
+fn a_free_id_whose_last_bound_is_past_is_taken_before_one_still_ahead() {
+    let name = unique_name("rank");
+    let registry = |ip: &str| {
+        Arc::new(ZookeeperRecycleRegistry::new(
+            zk_addr(),
+            name.clone(),
+            ip,
+            "1",
+            Duration::from_millis(6000),
+            Duration::from_millis(3000),
+        ))
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // Id 0 released with a bound a minute ahead; id 1 never used.
+    let first = registry("10.0.0.1");
+    let r = first.clone();
+    let held = leafid::runtime::block_on(async move {
+        let lease = r.acquire(1, IssueLimit::closed()).await?;
+        r.renew(&lease, now + 60_000).await?;
+        r.release(&lease).await?;
+        Ok::<_, Error>(lease)
+    })
+    .unwrap();
+    assert_eq!(held.worker_id, 0);
+    // The next holder starts at once on id 1 rather than waiting a minute on id 0.
+    let second = registry("10.0.0.2");
+    let r = second.clone();
+    let next = leafid::runtime::block_on(async move {
+        let lease = r.acquire(1, IssueLimit::closed()).await?;
+        r.release(&lease).await?;
+        Ok::<_, Error>(lease)
+    })
+    .unwrap();
+    assert_eq!((next.worker_id, next.floor_ms), (1, i64::MIN));
+}
+
+#[test]
+fn a_lease_node_deleted_by_hand_is_noticed_by_the_renew_and_the_generator_moves_on() {
+    let name = unique_name("deleted");
+    let cache = tempfile::tempdir().unwrap();
+    let reg = Arc::new(ZookeeperRecycleRegistry::new(
+        zk_addr(),
+        name.clone(),
+        "10.0.0.1",
+        "1",
+        Duration::from_millis(6000),
+        Duration::from_millis(3000),
+    ));
+    let g = SnowflakeGenerator::builder()
+        .custom_registry(reg.clone())
+        .layout(small())
+        .cache_dir(cache.path())
+        .heartbeat(Duration::from_millis(100))
+        .lookahead(Duration::from_millis(500))
+        .build_blocking()
+        .unwrap();
+    let mut seen: HashSet<i64> = g.next_ids(1_000).unwrap().into_iter().collect();
+    let r = reg.clone();
+    let (id, before) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
+    // An operator deletes the lease node; the session itself stays healthy.
+    let (addr, path) = (zk_addr(), format!("/snowflake/{name}/recycle/lease/{id}"));
+    leafid::runtime::block_on(async move {
+        let admin = zk::Client::connect(&addr).await.unwrap();
+        admin.delete(&path, None).await.unwrap();
+    });
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(
+            Instant::now() < until,
+            "the generator never took a new lease"
+        );
+        match g.next_id() {
+            Ok(id) => assert!(seen.insert(id), "duplicate id {id}"),
+            Err(Error::LeaseLost { .. } | Error::RegistryUnavailable { .. }) => {}
+            Err(e) => panic!("unexpected error {e}"),
+        }
+        let r = reg.clone();
+        let now = leafid::runtime::block_on(async move { r.held_session().await });
+        if now.is_some_and(|(_, info)| info.id() != before.id()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    for _ in 0..1_000 {
+        let id = loop {
+            match g.next_id() {
+                Ok(id) => break id,
+                Err(Error::LeaseLost { .. }) => std::thread::sleep(Duration::from_millis(5)),
+                Err(e) => panic!("unexpected error {e}"),
+            }
+        };
+        assert!(seen.insert(id), "duplicate id {id}");
+    }
+    g.close();
 }
 
 #[test]
@@ -278,28 +379,29 @@ fn generator_stops_on_a_lost_session_and_resumes_on_a_new_lease_without_duplicat
     for id in g.next_ids(5_000).unwrap() {
         assert!(seen.insert(id));
     }
-    end_held_session(&reg, &name);
-    // Issuing stops (LeaseLost) and resumes once the heartbeat leased an id again.
+    let ended = end_held_session(&reg, &name);
+    // Issuing stops (LeaseLost) until the heartbeat leased an id again (at once when a
+    // free id's last bound is past), then resumes on the new session.
     let until = Instant::now() + Duration::from_secs(30);
-    let mut stopped = false;
     let mut resumed = 0;
     while resumed < 1_000 {
         assert!(Instant::now() < until, "generator never resumed");
         match g.next_id() {
             Ok(id) => {
                 assert!(seen.insert(id), "duplicate id {id}");
-                if stopped {
-                    resumed += 1;
-                }
+                resumed += 1;
             }
-            Err(Error::LeaseLost { .. }) => {
-                stopped = true;
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            Err(Error::LeaseLost { .. }) => std::thread::sleep(Duration::from_millis(5)),
             Err(e) => panic!("unexpected error {e}"),
         }
     }
-    assert!(stopped, "the lost session never stopped issuing");
+    let r = reg.clone();
+    let (_, now_held) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
+    assert_ne!(
+        now_held.id().0,
+        ended,
+        "still issuing on the session that ended"
+    );
     g.close();
 }
 

@@ -207,7 +207,7 @@ class Fault:
 
 
 def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fault], dict[str, int]]:
-    """One 24-second run with every fault injected in turn while all modes issue."""
+    """One 28-second run with every fault injected in turn while all modes issue."""
     run = Run(tmp, "faults")
     tag = new_mysql_tag(f"cross-fault-{stamp}", 2000)
     modes = registries(f"cross-fault-{stamp}")
@@ -215,7 +215,7 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
     # Leaf's forever nodes on the three-node ensemble, of which one member is stopped.
     ensemble = [u.replace(env("LEAFID_ZK"), env("LEAFID_ZK_ENSEMBLE"))
                 for u in modes["zookeeper"]]
-    seconds = 24.0
+    seconds = 28.0
     t0 = time.monotonic()
 
     def spawn_all(kind: str, i: int, lang: str) -> Worker:
@@ -295,9 +295,24 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
             live[(kind, lang)] = spawn_all(kind, i, lang)
     f.end = time.monotonic()
     timeline.append(f)
+    at(18)
+    # A process paused past its session timeout (a long GC, SIGSTOP): ZooKeeper expires
+    # the session and frees its worker id while it sleeps. Resumed, it may issue up to the
+    # bound it persisted, then must take an id again, above that id's last bound.
+    f = Fault("ZooKeeper session expired: every recycle worker SIGSTOPped 4 s (timeout 2 s)",
+              time.monotonic(), 0)
+    paused = [live[("recycle", lang)].proc for lang in LANGS]
+    for proc in paused:
+        proc.send_signal(signal.SIGSTOP)
+    at(22)
+    for proc in paused:
+        proc.send_signal(signal.SIGCONT)
+    f.end = time.monotonic()
+    timeline.append(f)
     # The clock worker ended at t=10; restart it on the same lock directory with its clock
     # 5 s behind the bound it persisted: it must wait or refuse, never reissue.
     clock_worker.proc.wait()
+    at(25)  # after the resumed workers took ids again, so their errors count above
     f = Fault("restart with the clock 5 s behind (same local worker id)", time.monotonic(), 0)
     with open(clock_file, "w") as fh:
         fh.write("-5s\n")
@@ -355,7 +370,7 @@ def main() -> int:
             res, problems, timeline, totals = faults(tmp, stamp)
             ok = bool(res["ok"]) and not problems
             passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
-            report += [f"Faults, one 24 s run of {res['files']} processes (15 issuing from the "
+            report += [f"Faults, one 28 s run of {res['files']} processes (15 issuing from the "
                        "start; 6 killed and restarted; 2 under faketime): "
                        f"{res['ids']} ids, {res['duplicates']} duplicates, "
                        f"{res['out_of_order']} out of order: {'ok' if ok else 'FAILED'}", "",

@@ -740,6 +740,10 @@ async fn persist_locked(
     .map_err(Error::registry)
     .and_then(|r| r);
     let reg_res = session.registry.renew(&st.lease, bound).await;
+    if let Err(Error::LeaseLost { .. }) = reg_res {
+        // Found by the renew itself (the lease node gone or re-taken): stop, re-acquire.
+        core.limit.lose();
+    }
     let counted = match (&reg_res, &cache_res) {
         (Ok(()), Ok(())) => true,
         (Ok(()), Err(ce)) => {
@@ -776,6 +780,7 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(core.settings.heartbeat) => {}
+            _ = core.limit.lost() => {}
             _ = session.stop.notified() => return,
         }
         if core.closed.load(Ordering::Acquire)
@@ -786,6 +791,12 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
         if core.limit.get() == i64::MIN {
             if let Err(e) = reacquire(&core, &session).await {
                 tracing::warn!(error = %e, "cannot re-acquire a worker id after a lost lease");
+                // Wait a full heartbeat before the next try, so a registry that is down
+                // is not hammered.
+                tokio::select! {
+                    _ = tokio::time::sleep(core.settings.heartbeat) => {}
+                    _ = session.stop.notified() => return,
+                }
             }
             continue;
         }

@@ -51,12 +51,19 @@ pub struct Lease {
 /// The highest timestamp the generator may issue at. Heartbeats raise it after each
 /// persisted bound; a registry that loses its lease lowers it to stop issuing at once.
 #[derive(Debug)]
-pub struct IssueLimit(AtomicI64);
+pub struct IssueLimit {
+    limit: AtomicI64,
+    /// Wakes the generator's heartbeat to take a worker id again after [`IssueLimit::lose`].
+    lost: tokio::sync::Notify,
+}
 
 impl IssueLimit {
     /// A limit that forbids issuing until raised.
     pub fn closed() -> Arc<IssueLimit> {
-        Arc::new(IssueLimit(AtomicI64::new(i64::MIN)))
+        Arc::new(IssueLimit {
+            limit: AtomicI64::new(i64::MIN),
+            lost: tokio::sync::Notify::new(),
+        })
     }
 
     /// The current limit (ms since the Unix epoch).
@@ -64,12 +71,25 @@ impl IssueLimit {
     pub fn get(&self) -> i64 {
         // Acquire pairs with `set`: a generator that sees a raised limit also sees the
         // lease state written before it.
-        self.0.load(Ordering::Acquire)
+        self.limit.load(Ordering::Acquire)
     }
 
     /// Sets the limit (raise after a persisted bound, lower on a lost lease).
     pub fn set(&self, limit_ms: i64) {
-        self.0.store(limit_ms, Ordering::Release);
+        self.limit.store(limit_ms, Ordering::Release);
+    }
+
+    /// The lease is lost or in doubt: stops issuing now and wakes the generator to take
+    /// a worker id again at once rather than at its next heartbeat.
+    pub fn lose(&self) {
+        self.set(i64::MIN);
+        // notify_one keeps a permit when the heartbeat is busy, so no loss is missed.
+        self.lost.notify_one();
+    }
+
+    /// Completes after the next [`IssueLimit::lose`] (or at once if one is pending).
+    pub async fn lost(&self) {
+        self.lost.notified().await
     }
 
     /// Raises the limit to `limit_ms` unless a registry lowered it to `i64::MIN`
@@ -78,7 +98,7 @@ impl IssueLimit {
     pub fn raise(&self, limit_ms: i64) -> bool {
         // AcqRel: publishes the persisted bound (Release) and orders after a concurrent
         // loss signal (Acquire) so the check below sees it.
-        self.0
+        self.limit
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
                 if cur == i64::MIN {
                     None

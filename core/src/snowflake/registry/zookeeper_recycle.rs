@@ -10,8 +10,9 @@
 //! - `last/{id}` — PERSISTENT, data `{"bound_ms",…}`: the highest bound any holder of
 //!   `id` persisted, i.e. the latest timestamp it may have issued; the next holder's floor.
 //!
-//! Acquire opens a new session, lists `lease`, and creates the lowest free `lease/{id}`
-//! (NodeExists: someone was faster, try the next); then reads `last/{id}` as the floor.
+//! Acquire opens a new session, lists `lease`, and creates a free `lease/{id}`, trying the
+//! first few free ids lowest last bound first (NodeExists: someone was faster, try the
+//! next); then reads `last/{id}` as the floor.
 //! Every renew first checks that the lease node is still owned by this session, then
 //! writes `last/{id}` in a multi-op guarded by the lease node's version, through the
 //! same session: a session that ended can write nothing.
@@ -46,6 +47,9 @@ use super::zookeeper::{connect, zk_err};
 use super::{IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
+
+/// How many free ids `acquire` ranks by their last bound before taking one.
+const RANKED_CANDIDATES: usize = 16;
 
 /// The data of `last/{id}`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -180,7 +184,7 @@ impl ZookeeperRecycleRegistry {
                     if state != zk::SessionState::SyncConnected {
                         // SeqCst: pairs with the store in `let_go`; our own close is not a loss.
                         if watching.load(Ordering::SeqCst) {
-                            limit.set(i64::MIN);
+                            limit.lose();
                             tracing::warn!(%connect, ?state, "ZooKeeper session not connected; worker id lease in doubt, issuing stopped");
                         }
                         return;
@@ -217,27 +221,48 @@ impl ZookeeperRecycleRegistry {
             })
             .expect("a holder always serializes");
             let eph = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
-            for id in (0..=max_worker_id).filter(|id| !taken.contains(id)) {
+            let read_floor = |id: u32| {
+                let last = format!("{last_dir}/{id}");
+                let client = &client;
+                async move {
+                    match client.get_data(&last).await {
+                        Ok((data, _)) => serde_json::from_slice::<LastBound>(&data)
+                            .map(|b| b.bound_ms)
+                            .map_err(|e| Error::Malformed {
+                                what: "ZooKeeper node",
+                                path: last.clone(),
+                                reason: format!("{e} (expected {{\"bound_ms\":N,…}})"),
+                            }),
+                        Err(zk::Error::NoNode) => Ok(i64::MIN),
+                        Err(e) => Err(self.err("read", &last, e)),
+                    }
+                }
+            };
+            // Among the first few free ids, try those whose last holder's bound is lowest
+            // first: a holder that lost its session then starts at once instead of
+            // waiting out a bound another holder persisted just before it died.
+            let free: Vec<u32> = (0..=max_worker_id)
+                .filter(|id| !taken.contains(id))
+                .collect();
+            let mut ranked = Vec::with_capacity(RANKED_CANDIDATES);
+            for &id in free.iter().take(RANKED_CANDIDATES) {
+                ranked.push((read_floor(id).await?, id));
+            }
+            ranked.sort_unstable();
+            let order = ranked
+                .into_iter()
+                .map(|(_, id)| id)
+                .chain(free.iter().copied().skip(RANKED_CANDIDATES));
+            for id in order {
                 let path = format!("{lease_dir}/{id}");
                 let stat = match client.create(&path, &holder, &eph).await {
                     Ok((stat, _)) => stat,
                     Err(zk::Error::NodeExists) => continue,
                     Err(e) => return Err(self.err("create", &path, e)),
                 };
-                let last = format!("{last_dir}/{id}");
-                let floor = match client.get_data(&last).await {
-                    Ok((data, _)) => {
-                        serde_json::from_slice::<LastBound>(&data)
-                            .map_err(|e| Error::Malformed {
-                                what: "ZooKeeper node",
-                                path: last.clone(),
-                                reason: format!("{e} (expected {{\"bound_ms\":N,…}})"),
-                            })?
-                            .bound_ms
-                    }
-                    Err(zk::Error::NoNode) => i64::MIN,
-                    Err(e) => return Err(self.err("read", &last, e)),
-                };
+                // Read again now that the id is ours: the bound read above may be stale
+                // (another holder may have come and gone since), this one cannot be.
+                let floor = read_floor(id).await?;
                 return Ok((id, path, stat.version, floor));
             }
             Err(Error::WorkerIdExhausted {

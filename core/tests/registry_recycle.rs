@@ -97,6 +97,30 @@ fn gen(name: &str, layout: Layout, cache: &std::path::Path) -> leafid::Result<Sn
         .build_blocking()
 }
 
+/// A generator on a registry the test keeps a handle to, heartbeat every 100 ms.
+fn watched_generator(
+    name: &str,
+    cache: &std::path::Path,
+) -> (Arc<ZookeeperRecycleRegistry>, SnowflakeGenerator) {
+    let reg = Arc::new(ZookeeperRecycleRegistry::new(
+        zk_addr(),
+        name,
+        "10.0.0.1",
+        "1",
+        Duration::from_millis(6000),
+        Duration::from_millis(3000),
+    ));
+    let g = SnowflakeGenerator::builder()
+        .custom_registry(reg.clone())
+        .layout(small())
+        .cache_dir(cache)
+        .heartbeat(Duration::from_millis(100))
+        .lookahead(Duration::from_millis(500))
+        .build_blocking()
+        .unwrap();
+    (reg, g)
+}
+
 /// Retries while the pool is full (ids of killed holders free after their session timeout).
 fn gen_when_free(name: &str, layout: Layout, cache: &std::path::Path) -> SnowflakeGenerator {
     let until = Instant::now() + Duration::from_secs(30);
@@ -299,22 +323,7 @@ fn a_free_id_whose_last_bound_is_past_is_taken_before_one_still_ahead() {
 fn a_lease_node_deleted_by_hand_is_noticed_by_the_renew_and_the_generator_moves_on() {
     let name = unique_name("deleted");
     let cache = tempfile::tempdir().unwrap();
-    let reg = Arc::new(ZookeeperRecycleRegistry::new(
-        zk_addr(),
-        name.clone(),
-        "10.0.0.1",
-        "1",
-        Duration::from_millis(6000),
-        Duration::from_millis(3000),
-    ));
-    let g = SnowflakeGenerator::builder()
-        .custom_registry(reg.clone())
-        .layout(small())
-        .cache_dir(cache.path())
-        .heartbeat(Duration::from_millis(100))
-        .lookahead(Duration::from_millis(500))
-        .build_blocking()
-        .unwrap();
+    let (reg, g) = watched_generator(&name, cache.path());
     let mut seen: HashSet<i64> = g.next_ids(1_000).unwrap().into_iter().collect();
     let r = reg.clone();
     let (id, before) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
@@ -359,22 +368,7 @@ fn a_lease_node_deleted_by_hand_is_noticed_by_the_renew_and_the_generator_moves_
 fn generator_stops_on_a_lost_session_and_resumes_on_a_new_lease_without_duplicates() {
     let name = unique_name("resume");
     let cache = tempfile::tempdir().unwrap();
-    let reg = Arc::new(ZookeeperRecycleRegistry::new(
-        zk_addr(),
-        name.clone(),
-        "10.0.0.1",
-        "1",
-        Duration::from_millis(6000),
-        Duration::from_millis(3000),
-    ));
-    let g = SnowflakeGenerator::builder()
-        .custom_registry(reg.clone())
-        .layout(small())
-        .cache_dir(cache.path())
-        .heartbeat(Duration::from_millis(100))
-        .lookahead(Duration::from_millis(500))
-        .build_blocking()
-        .unwrap();
+    let (reg, g) = watched_generator(&name, cache.path());
     let mut seen = HashSet::new();
     for id in g.next_ids(5_000).unwrap() {
         assert!(seen.insert(id));

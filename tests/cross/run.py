@@ -370,8 +370,8 @@ def main() -> int:
             res, problems, timeline, totals = faults(tmp, stamp)
             ok = bool(res["ok"]) and not problems
             passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
-            report += [f"Faults, one 28 s run of {res['files']} processes (15 issuing from the "
-                       "start; 6 killed and restarted; 2 under faketime): "
+            report += [f"Faults, one 28 s run of {res['files']} processes ({5 * len(LANGS)} issuing "
+                       f"from the start; {2 * len(LANGS)} killed and restarted; 2 under faketime): "
                        f"{res['ids']} ids, {res['duplicates']} duplicates, "
                        f"{res['out_of_order']} out of order: {'ok' if ok else 'FAILED'}", "",
                        "| fault | errors callers saw (by code) | last error after the fault ended |",

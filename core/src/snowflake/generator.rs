@@ -39,6 +39,8 @@ const OPENING_LIMIT: i64 = i64::MIN + 1;
 const SPIN_READS: u32 = 200_000;
 /// How long a stalled clock is waited for at a sequence overflow before giving up.
 const STALL_LIMIT_MS: u32 = 1_000;
+/// The first wait before retrying a failed re-acquire; doubles up to the heartbeat.
+const REACQUIRE_FIRST_RETRY: Duration = Duration::from_millis(250);
 /// After a failed synchronous renew, callers get the error without retrying for this long.
 const RENEW_BACKOFF_MS: i64 = 100;
 
@@ -777,25 +779,30 @@ async fn persist_locked(
 
 /// Persists a bound every heartbeat; re-acquires a worker id after a lost lease.
 async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
+    let mut wait = core.settings.heartbeat;
+    let mut retry = REACQUIRE_FIRST_RETRY;
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(core.settings.heartbeat) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = core.limit.lost() => {}
             _ = session.stop.notified() => return,
         }
+        wait = core.settings.heartbeat;
         if core.closed.load(Ordering::Acquire)
             || runtime::fork_epoch() != core.epoch.load(Ordering::Acquire)
         {
             return;
         }
         if core.limit.get() == i64::MIN {
-            if let Err(e) = reacquire(&core, &session).await {
-                tracing::warn!(error = %e, "cannot re-acquire a worker id after a lost lease");
-                // Wait a full heartbeat before the next try, so a registry that is down
-                // is not hammered.
-                tokio::select! {
-                    _ = tokio::time::sleep(core.settings.heartbeat) => {}
-                    _ = session.stop.notified() => return,
+            match reacquire(&core, &session).await {
+                Ok(()) => retry = REACQUIRE_FIRST_RETRY,
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?retry.min(wait), "cannot re-acquire a worker id after a lost lease");
+                    // Soon at first (a restarted registry is back within seconds), then
+                    // backing off to one heartbeat, so a fleet does not hammer a registry
+                    // that stays down.
+                    wait = retry.min(wait);
+                    retry = retry.saturating_mul(2);
                 }
             }
             continue;

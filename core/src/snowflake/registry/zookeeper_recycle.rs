@@ -152,6 +152,12 @@ impl ZookeeperRecycleRegistry {
     async fn let_go(&self, held: Held) {
         held.watching.store(false, Ordering::SeqCst);
         held.watcher.abort();
+        if held.client.state() != zk::SessionState::SyncConnected {
+            // A delete would wait for a session that is likely gone; ZooKeeper removes the
+            // node when the session ends anyway.
+            drop(held.client);
+            return;
+        }
         match held
             .client
             .delete(&held.lease_path, Some(held.lease_version))

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use leafid::snowflake::registry::zk_client::{Client as ZkClient, ZkError};
 use leafid::snowflake::registry::{IssueLimit, WorkerRegistry, ZookeeperRecycleRegistry};
 use leafid::snowflake::LEAF_EPOCH_MS;
 use leafid::{Error, Layout, SnowflakeGenerator};
@@ -48,7 +49,7 @@ fn unique_name(tag: &str) -> String {
 fn end_held_session(reg: &Arc<ZookeeperRecycleRegistry>, name: &str) -> i64 {
     let r = reg.clone();
     let (id, info) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
-    let session = info.id().0;
+    let session = info.id;
     let path = format!("/snowflake/{name}/recycle/lease/{id}");
     let addr = zk_addr();
     leafid::runtime::block_on(async move {
@@ -60,13 +61,16 @@ fn end_held_session(reg: &Arc<ZookeeperRecycleRegistry>, name: &str) -> i64 {
                 _ => return session,
             }
             assert!(Instant::now() < until, "session {session:#x} never ended");
-            match zk::Client::connector()
-                .with_session(info.clone())
-                .connect(&addr)
-                .await
-            {
+            let twin = ZkClient::attach(
+                &addr,
+                info.clone(),
+                Duration::from_secs(6),
+                Duration::from_secs(3),
+            )
+            .await;
+            match twin {
                 Ok(twin) => drop(twin), // dropping the twin closes the shared session
-                Err(zk::Error::SessionExpired) => {}
+                Err(ZkError::SessionExpired) => {}
                 Err(e) => panic!("cannot attach to the held session: {e}"),
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -346,7 +350,7 @@ fn a_lease_node_deleted_by_hand_is_noticed_by_the_renew_and_the_generator_moves_
         }
         let r = reg.clone();
         let now = leafid::runtime::block_on(async move { r.held_session().await });
-        if now.is_some_and(|(_, info)| info.id() != before.id()) {
+        if now.is_some_and(|(_, info)| info.id != before.id) {
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -392,8 +396,7 @@ fn generator_stops_on_a_lost_session_and_resumes_on_a_new_lease_without_duplicat
     let r = reg.clone();
     let (_, now_held) = leafid::runtime::block_on(async move { r.held_session().await }).unwrap();
     assert_ne!(
-        now_held.id().0,
-        ended,
+        now_held.id, ended,
         "still issuing on the session that ended"
     );
     g.close();

@@ -164,32 +164,31 @@ def test_gunicorn_style_prefork_snowflake_workers_never_share_an_id(tmp_path: Pa
     assert sf.worker_id not in {leafid.decode(i).worker_id for i in ids}
 
 
-def test_zookeeper_in_a_child_of_a_zookeeper_user_is_refused_clearly(zk: str, tmp_path: Path) -> None:
-    # The ZooKeeper client's I/O reactor cannot follow fork(): the child must get a
-    # clear error (never the parent's worker id, never a hang), the parent goes on.
+def test_zookeeper_recycle_child_takes_its_own_worker_id(zk: str, tmp_path: Path) -> None:
+    # The parent holds a ZooKeeper session when it forks: the child opens its own on its
+    # own runtime and leases another id; the parent goes on with its own.
     registry = f"zookeeper-recycle://{zk}/py-fork-{os.getpid()}-{time.time_ns()}"
     with leafid.SnowflakeGenerator(registry, cache_dir=tmp_path) as sf:
         parent = [sf.next_id() for _ in range(10)]
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            outcome = b"issued"
-            try:
-                sf.next_id()
-            except leafid.InvalidConfig as e:
-                outcome = str(e).encode()
-            except BaseException as e:  # any other outcome fails the test in the parent
-                outcome = repr(e).encode()
-            os.write(w, outcome)
-            os._exit(0)
-        os.close(w)
-        outcome = os.read(r, 1 << 16).decode()
-        os.close(r)
-        os.waitpid(pid, 0)
-        assert "forked from a process that had already opened a ZooKeeper session" in outcome
+        child = _issue_in_child(sf.next_id, 2000)
         parent += [sf.next_id() for _ in range(2000)]
-        assert len(set(parent)) == len(parent)
+        assert not set(parent) & set(child)
+        assert {leafid.decode(i).worker_id for i in child} != {sf.worker_id}
+
+
+def test_new_zookeeper_generator_in_a_child_of_a_zookeeper_user(zk: str, tmp_path: Path) -> None:
+    registry = f"zookeeper-recycle://{zk}/py-fork-new-{os.getpid()}-{time.time_ns()}"
+    with leafid.SnowflakeGenerator(registry, cache_dir=tmp_path / "p") as sf:
+        parent = [sf.next_id() for _ in range(10)]
+
+        def in_child() -> int:
+            with leafid.SnowflakeGenerator(registry, cache_dir=tmp_path / "c") as mine:
+                return mine.next_id()
+
+        child = _issue_in_child(in_child, 3)
+        assert len(set(child)) == 3
+        assert sf.worker_id not in {leafid.decode(i).worker_id for i in child}
+        assert not set(parent) & set(child)
 
 
 _CHILDREN_TAKE_POOL_IDS = """

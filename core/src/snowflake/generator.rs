@@ -39,8 +39,11 @@ const OPENING_LIMIT: i64 = i64::MIN + 1;
 const SPIN_READS: u32 = 200_000;
 /// How long a stalled clock is waited for at a sequence overflow before giving up.
 const STALL_LIMIT_MS: u32 = 1_000;
-/// The first wait before retrying a failed re-acquire; doubles up to the heartbeat.
+/// The first wait before retrying a failed re-acquire; doubles up to the last one.
 const REACQUIRE_FIRST_RETRY: Duration = Duration::from_millis(250);
+/// The longest wait between re-acquire attempts (or the heartbeat, when shorter), so a
+/// worker is back within about a second of its registry.
+const REACQUIRE_LAST_RETRY: Duration = Duration::from_secs(1);
 /// After a failed synchronous renew, callers get the error without retrying for this long.
 const RENEW_BACKOFF_MS: i64 = 100;
 
@@ -797,12 +800,11 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
             match reacquire(&core, &session).await {
                 Ok(()) => retry = REACQUIRE_FIRST_RETRY,
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?retry.min(wait), "cannot re-acquire a worker id after a lost lease");
-                    // Soon at first (a restarted registry is back within seconds), then
-                    // backing off to one heartbeat, so a fleet does not hammer a registry
-                    // that stays down.
-                    wait = retry.min(wait);
-                    retry = retry.saturating_mul(2);
+                    // Soon at first, then backing off; the jitter spreads a fleet's
+                    // retries so a registry coming back is not hit all at once.
+                    wait = retry.min(wait).mul_f64(0.8 + 0.4 * fastrand::f64());
+                    tracing::warn!(error = %e, retry_in = ?wait, "cannot re-acquire a worker id after a lost lease");
+                    retry = (retry * 2).min(REACQUIRE_LAST_RETRY);
                 }
             }
             continue;

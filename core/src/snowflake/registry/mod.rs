@@ -25,6 +25,7 @@ mod config;
 pub mod fixed;
 pub mod local;
 pub mod mysql;
+pub mod zk_client;
 pub mod zookeeper;
 pub mod zookeeper_recycle;
 

@@ -23,16 +23,15 @@
 //! on with its cache file ([`WorkerRegistry::survives_outage`] is true).
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use zookeeper_client as zk;
 
+use super::zk_client as zk;
 use super::{IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
-use crate::runtime::{self, BoxFuture};
+use crate::runtime::BoxFuture;
 
 /// Leaf's (Curator's) session timeout.
 pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_millis(6000);
@@ -55,61 +54,24 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// The fork epoch of the process that first opened a ZooKeeper session, `u64::MAX`
-/// while none has.
-static ZK_FIRST_USED_IN: AtomicU64 = AtomicU64::new(u64::MAX);
-
-/// Refuses ZooKeeper in a process forked from one that had already used it.
-///
-/// The ZooKeeper client does its socket I/O on a process-wide `async-io` reactor: one
-/// epoll instance plus a driver thread, created on first use and never re-created. A
-/// forked child inherits the epoll instance (shared with the parent from then on) but
-/// not the thread, so its connections would never complete, or the parent would steal
-/// their events. Saying so plainly beats a hang or a vague "no available hosts".
-fn check_zookeeper_usable_here() -> Result<()> {
-    let here = runtime::fork_epoch();
-    // SeqCst: a plain once-per-process marker; the cost is one atomic per session.
-    match ZK_FIRST_USED_IN.compare_exchange(u64::MAX, here, Ordering::SeqCst, Ordering::SeqCst) {
-        Ok(_) => Ok(()),
-        Err(first) if first == here => Ok(()),
-        Err(_) => Err(Error::InvalidConfig(
-            "ZooKeeper cannot be used in this process: it was forked from a process that had \
-             already opened a ZooKeeper session, and the ZooKeeper client's I/O reactor does \
-             not survive fork(). Create ZooKeeper-backed generators only after forking \
-             (gunicorn: in post_fork, without preload_app; multiprocessing: the 'spawn' or \
-             'forkserver' start method), or use the local: registry for processes on one host"
-                .into(),
-        )),
-    }
-}
-
 /// Opens a ZooKeeper session, failing with [`Error::RegistryUnavailable`] within
-/// `connect_timeout` when no server answers, and with [`Error::InvalidConfig`] in a
-/// process forked after ZooKeeper was used (see [`check_zookeeper_usable_here`]).
+/// `connect_timeout` when no server answers.
 pub(crate) async fn connect(
     connect: &str,
     session_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<zk::Client> {
-    check_zookeeper_usable_here()?;
-    let fut = zk::Client::connector()
-        .with_session_timeout(session_timeout)
-        // Every host refused: fail now rather than cycling until the deadline.
-        .with_fail_eagerly()
-        .connect(connect);
-    match tokio::time::timeout(connect_timeout, fut).await {
-        Ok(Ok(client)) => Ok(client),
-        Ok(Err(e)) => Err(Error::registry(format!(
-            "cannot open a ZooKeeper session with {connect}: {e}"
-        ))),
-        Err(_) => Err(Error::registry(format!(
-            "no ZooKeeper session with {connect} within {connect_timeout:?}"
-        ))),
-    }
+    zk::Client::connect(connect, session_timeout, connect_timeout)
+        .await
+        .map_err(|e| {
+            Error::registry(format!(
+                "cannot open a ZooKeeper session with {connect}: {e}"
+            ))
+        })
 }
 
 /// Turns a ZooKeeper error into [`Error::RegistryUnavailable`] naming the operation.
-pub(crate) fn zk_err(connect: &str, op: &str, path: &str, e: zk::Error) -> Error {
+pub(crate) fn zk_err(connect: &str, op: &str, path: &str, e: zk::ZkError) -> Error {
     Error::registry(format!("ZooKeeper {connect}: {op} {path}: {e}"))
 }
 
@@ -185,7 +147,7 @@ impl ZookeeperRegistry {
         format!("{}/{}", self.name, self.address())
     }
 
-    fn err(&self, op: &str, path: &str, e: zk::Error) -> Error {
+    fn err(&self, op: &str, path: &str, e: zk::ZkError) -> Error {
         zk_err(&self.connect, op, path, e)
     }
 
@@ -209,7 +171,7 @@ impl ZookeeperRegistry {
         let forever = self.forever_path();
         let children = match client.list_children(&forever).await {
             Ok(c) => c,
-            Err(zk::Error::NoNode) => return Ok(None),
+            Err(zk::ZkError::NoNode) => return Ok(None),
             Err(e) => return Err(self.err("list children of", &forever, e)),
         };
         let own = self.address();
@@ -291,20 +253,29 @@ impl ZookeeperRegistry {
                 (path, id, floor)
             }
             None => {
-                let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
                 client
-                    .mkdir(&forever, &opts)
+                    .mkdir(&forever)
                     .await
                     .map_err(|e| self.err("create", &forever, e))?;
                 let prefix = format!("{forever}/{}-", self.address());
-                let seq_opts =
-                    zk::CreateMode::PersistentSequential.with_acls(zk::Acls::anyone_all());
-                let (_, seq) = client
-                    .create(&prefix, &self.endpoint_bytes(now_ms()), &seq_opts)
+                let path = client
+                    .create(
+                        &prefix,
+                        &self.endpoint_bytes(now_ms()),
+                        zk::CreateMode::PersistentSequential,
+                    )
                     .await
                     .map_err(|e| self.err("create", &prefix, e))?;
-                let path = format!("{prefix}{seq}");
-                let id = u32::try_from(seq.into_i64()).unwrap_or(u32::MAX);
+                // The id is the sequence ZooKeeper appended to the name it returned.
+                let seq: i64 = path
+                    .strip_prefix(&prefix)
+                    .and_then(|seq| seq.parse().ok())
+                    .ok_or_else(|| Error::Malformed {
+                        what: "ZooKeeper node",
+                        path: path.clone(),
+                        reason: format!("created under {prefix} without a sequence number"),
+                    })?;
+                let id = u32::try_from(seq).unwrap_or(u32::MAX);
                 tracing::info!(%path, worker_id = id, "created a forever node for this ip:port");
                 (path, id, i64::MIN)
             }

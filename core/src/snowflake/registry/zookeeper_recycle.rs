@@ -29,20 +29,21 @@
 //! On top, the holder stops on its own as soon as it cannot be sure of its session:
 //! this registry keeps the generator's [`IssueLimit`] and sets it to `i64::MIN` the
 //! moment the client reports the session Disconnected, Expired or Closed. The client
-//! reports a silent connection Disconnected after 2/5 of the negotiated session timeout
-//! without a reply (a closed connection at once), checked every 1/20; the server
-//! expires the session no earlier than the full timeout after it last heard from the
-//! client. The holder therefore stops at least ~0.55 × the timeout (3.3 s at the default
-//! 6 s) before ZooKeeper can give its id to anyone, minus network latency. The
-//! generator's heartbeat then calls `acquire` again: a new session, perhaps another id.
+//! ([`super::zk_client`]) pings every 1/5 of the negotiated session timeout and reports
+//! a connection Disconnected after 2/5 of it without hearing from the server (a closed
+//! connection at once); the server expires the session no earlier than the full timeout
+//! after it last heard from the client. The holder therefore stops at least ~0.6 × the
+//! timeout (3.6 s at the default 6 s) before ZooKeeper can give its id to anyone, minus
+//! network latency. The generator's heartbeat then calls `acquire` again at once: a new
+//! session, perhaps another id.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use zookeeper_client as zk;
 
+use super::zk_client as zk;
 use super::zookeeper::{connect, zk_err};
 use super::{IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
@@ -88,7 +89,7 @@ impl std::fmt::Debug for Held {
         f.debug_struct("Held")
             .field("worker_id", &self.worker_id)
             .field("lease_path", &self.lease_path)
-            .field("session", &self.client.session_id())
+            .field("session", &format_args!("{:#x}", self.client.session_id()))
             .finish()
     }
 }
@@ -137,7 +138,7 @@ impl ZookeeperRecycleRegistry {
         format!("/snowflake/{}/recycle/last", self.name)
     }
 
-    fn err(&self, op: &str, path: &str, e: zk::Error) -> Error {
+    fn err(&self, op: &str, path: &str, e: zk::ZkError) -> Error {
         zk_err(&self.connect, op, path, e)
     }
 
@@ -163,7 +164,7 @@ impl ZookeeperRecycleRegistry {
             .delete(&held.lease_path, Some(held.lease_version))
             .await
         {
-            Ok(()) | Err(zk::Error::NoNode) => {}
+            Ok(()) | Err(zk::ZkError::NoNode) => {}
             Err(e) => tracing::info!(path = %held.lease_path, error = %e,
                 "could not delete the lease node; ZooKeeper removes it when the session ends"),
         }
@@ -185,7 +186,7 @@ impl ZookeeperRecycleRegistry {
             let limit = limit.clone();
             let connect = self.connect.clone();
             tokio::spawn(async move {
-                let mut state = states.state();
+                let mut state = *states.borrow_and_update();
                 loop {
                     if state != zk::SessionState::SyncConnected {
                         // SeqCst: pairs with the store in `let_go`; our own close is not a loss.
@@ -195,21 +196,24 @@ impl ZookeeperRecycleRegistry {
                         }
                         return;
                     }
-                    state = states.changed().await;
+                    state = match states.changed().await {
+                        Ok(()) => *states.borrow_and_update(),
+                        // The session task ended without a last word: as good as closed.
+                        Err(_) => zk::SessionState::Closed,
+                    };
                 }
             })
         };
         let negotiated = client.session_timeout();
-        let dir = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
         let lease_dir = self.lease_dir();
         let last_dir = self.last_dir();
         let result = async {
             client
-                .mkdir(&lease_dir, &dir)
+                .mkdir(&lease_dir)
                 .await
                 .map_err(|e| self.err("create", &lease_dir, e))?;
             client
-                .mkdir(&last_dir, &dir)
+                .mkdir(&last_dir)
                 .await
                 .map_err(|e| self.err("create", &last_dir, e))?;
             let taken: std::collections::HashSet<u32> = client
@@ -226,7 +230,6 @@ impl ZookeeperRecycleRegistry {
                 session: client.session_id().to_string(),
             })
             .expect("a holder always serializes");
-            let eph = zk::CreateMode::Ephemeral.with_acls(zk::Acls::anyone_all());
             let read_floor = |id: u32| {
                 let last = format!("{last_dir}/{id}");
                 let client = &client;
@@ -239,7 +242,7 @@ impl ZookeeperRecycleRegistry {
                                 path: last.clone(),
                                 reason: format!("{e} (expected {{\"bound_ms\":N,…}})"),
                             }),
-                        Err(zk::Error::NoNode) => Ok(i64::MIN),
+                        Err(zk::ZkError::NoNode) => Ok(i64::MIN),
                         Err(e) => Err(self.err("read", &last, e)),
                     }
                 }
@@ -261,15 +264,19 @@ impl ZookeeperRecycleRegistry {
                 .chain(free.iter().copied().skip(RANKED_CANDIDATES));
             for id in order {
                 let path = format!("{lease_dir}/{id}");
-                let stat = match client.create(&path, &holder, &eph).await {
-                    Ok((stat, _)) => stat,
-                    Err(zk::Error::NodeExists) => continue,
+                match client
+                    .create(&path, &holder, zk::CreateMode::Ephemeral)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(zk::ZkError::NodeExists) => continue,
                     Err(e) => return Err(self.err("create", &path, e)),
-                };
+                }
                 // Read again now that the id is ours: the bound read above may be stale
                 // (another holder may have come and gone since), this one cannot be.
                 let floor = read_floor(id).await?;
-                return Ok((id, path, stat.version, floor));
+                // A new node is at version 0 and this registry never writes to it.
+                return Ok((id, path, 0, floor));
             }
             Err(Error::WorkerIdExhausted {
                 pool: format!("ZooKeeper {} {lease_dir}", self.connect),
@@ -320,7 +327,7 @@ impl ZookeeperRecycleRegistry {
         }
         // The lease node must still be this session's (not deleted by hand and re-taken).
         match h.client.check_stat(&h.lease_path).await {
-            Ok(Some(stat)) if stat.ephemeral_owner == h.client.session_id().0 => {}
+            Ok(Some(stat)) if stat.ephemeral_owner == h.client.session_id() => {}
             Ok(Some(stat)) => {
                 return Err(lost(format!(
                     "{} is owned by session {:#x} now",
@@ -338,35 +345,36 @@ impl ZookeeperRecycleRegistry {
             pid: std::process::id(),
         })
         .expect("a bound always serializes");
-        let mut w = h
-            .client
-            .new_check_writer(&h.lease_path, Some(h.lease_version))
-            .map_err(|e| self.err("check", &h.lease_path, e))?;
-        w.add_set_data(&last, &data, None)
-            .map_err(|e| self.err("write", &last, e))?;
-        match w.commit().await {
-            Ok(_) => Ok(()),
-            Err(zk::CheckWriteError::OperationFailed {
-                source: zk::Error::NoNode,
-                ..
+        let guard = zk::Op::Check {
+            path: &h.lease_path,
+            version: h.lease_version,
+        };
+        let set = zk::Op::SetData {
+            path: &last,
+            data: &data,
+        };
+        let failed = |e: zk::MultiError, op: &str| match e.op {
+            Some(0) => lost(format!("{} failed its check: {}", h.lease_path, e.error)),
+            _ => self.err(op, &last, e.error),
+        };
+        match h.client.multi(&[guard.clone(), set]).await {
+            Ok(()) => Ok(()),
+            Err(zk::MultiError {
+                op: Some(1),
+                error: zk::ZkError::NoNode,
             }) => {
                 // First bound for this id: create `last/{id}` under the same guard.
-                let mut w = h
-                    .client
-                    .new_check_writer(&h.lease_path, Some(h.lease_version))
-                    .map_err(|e| self.err("check", &h.lease_path, e))?;
-                let opts = zk::CreateMode::Persistent.with_acls(zk::Acls::anyone_all());
-                w.add_create(&last, &data, &opts)
-                    .map_err(|e| self.err("create", &last, e))?;
-                w.commit()
+                let create = zk::Op::Create {
+                    path: &last,
+                    data: &data,
+                    mode: zk::CreateMode::Persistent,
+                };
+                h.client
+                    .multi(&[guard, create])
                     .await
-                    .map(|_| ())
-                    .map_err(|e| self.err("create", &last, e.into()))
+                    .map_err(|e| failed(e, "create"))
             }
-            Err(zk::CheckWriteError::CheckFailed { source }) => {
-                Err(lost(format!("{} failed its check: {source}", h.lease_path)))
-            }
-            Err(e) => Err(self.err("write", &last, e.into())),
+            Err(e) => Err(failed(e, "write")),
         }
     }
 

@@ -333,6 +333,7 @@ async fn handshake(
     host: &str,
     timeout: Duration,
     session: Option<&SessionInfo>,
+    last_zxid: i64,
     limit: Duration,
 ) -> Result<(TcpStream, Duration, SessionInfo), Refused> {
     let unreachable = |e: &dyn std::fmt::Display| Refused::Unreachable(format!("{host}: {e}"));
@@ -343,7 +344,9 @@ async fn handshake(
         stream.set_nodelay(true).ok();
         let mut req = Out::default();
         req.i32(0) // protocol version
-            .i64(0) // last zxid seen: no watches, nothing to catch up on
+            // A server that has not seen this yet refuses the session: the client never
+            // reads older state than it has already seen.
+            .i64(last_zxid)
             .i32(timeout.as_millis().min(i32::MAX as u128) as i32)
             .i64(session.map_or(0, |s| s.id))
             .bytes(session.map_or(&[0u8; 16][..], |s| &s.password))
@@ -428,7 +431,7 @@ impl Client {
                 causes.push(format!("no answer within {connect_timeout:?}"));
                 break;
             }
-            match handshake(&hosts[at], session_timeout, resume.as_ref(), left).await {
+            match handshake(&hosts[at], session_timeout, resume.as_ref(), 0, left).await {
                 Ok((stream, negotiated, session)) => {
                     let (calls, rx) = mpsc::unbounded_channel();
                     let (state_tx, state) = watch::channel(SessionState::SyncConnected);
@@ -439,6 +442,7 @@ impl Client {
                         session: session.clone(),
                         state: state_tx,
                         xid: AtomicI64::new(1),
+                        zxid: AtomicI64::new(0),
                     };
                     tokio::spawn(task.run(stream, rx));
                     return Ok(Client {
@@ -651,6 +655,8 @@ struct Session {
     session: SessionInfo,
     state: watch::Sender<SessionState>,
     xid: AtomicI64,
+    /// The newest transaction id seen in a reply, sent when resuming on another server.
+    zxid: AtomicI64,
 }
 
 impl Session {
@@ -713,10 +719,12 @@ impl Session {
                 return None;
             }
             let limit = left.min(self.timeout / 3).max(Duration::from_millis(100));
+            let zxid = self.zxid.load(Ordering::Relaxed);
             match handshake(
                 &self.hosts[self.at],
                 self.timeout,
                 Some(&self.session),
+                zxid,
                 limit,
             )
             .await
@@ -792,9 +800,12 @@ impl Session {
                     let Some(Ok(frame)) = frame else { break Ended::Lost(last_read) };
                     last_read = Instant::now();
                     let mut r = In(&frame);
-                    let (Ok(xid), Ok(_zxid), Ok(err)) = (r.i32(), r.i64(), r.i32()) else {
+                    let (Ok(xid), Ok(zxid), Ok(err)) = (r.i32(), r.i64(), r.i32()) else {
                         break Ended::Lost(last_read);
                     };
+                    if zxid > 0 {
+                        self.zxid.fetch_max(zxid, Ordering::Relaxed);
+                    }
                     if xid == XID_PING || xid == XID_WATCH_EVENT {
                         continue;
                     }

@@ -93,11 +93,20 @@ where
     F::Output: Send + 'static,
 {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    handle().spawn(async move {
-        let _ = tx.send(fut.await);
+    let rt = handle();
+    let task = rt.spawn(fut);
+    rt.spawn(async move {
+        let _ = tx.send(task.await);
     });
-    rx.recv()
+    match rx
+        .recv()
         .expect("leafid: the background runtime dropped a task")
+    {
+        Ok(v) => v,
+        // A panic in the task resumes in the caller, with its own message.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("leafid: a background task was cancelled: {e}"),
+    }
 }
 
 /// Runs `fut` on the background runtime and awaits it from the caller's runtime, so

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leafid::snowflake::registry::zk_client::{Client as ZkClient, ZkError};
+use leafid::snowflake::registry::zk_client::Client as ZkClient;
 use leafid::snowflake::registry::{IssueLimit, WorkerRegistry, ZookeeperRecycleRegistry};
 use leafid::snowflake::LEAF_EPOCH_MS;
 use leafid::{Error, Layout, SnowflakeGenerator};
@@ -68,10 +68,10 @@ fn end_held_session(reg: &Arc<ZookeeperRecycleRegistry>, name: &str) -> i64 {
                 Duration::from_secs(3),
             )
             .await;
-            match twin {
-                Ok(twin) => drop(twin), // dropping the twin closes the shared session
-                Err(ZkError::SessionExpired) => {}
-                Err(e) => panic!("cannot attach to the held session: {e}"),
+            // Dropping the twin closes the shared session. An attach that fails (expired,
+            // or the server dropping a session already closing) is retried above.
+            if let Ok(twin) = twin {
+                drop(twin);
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

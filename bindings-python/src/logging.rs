@@ -5,10 +5,11 @@
 //! when full, events are dropped rather than slowing the core.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
 
+use arc_swap::ArcSwapOption;
 use pyo3::prelude::*;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
@@ -16,48 +17,81 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 type Record = (u8, String, String);
 
+// No mutex below: a fork() can land while any other thread holds one, and the child's
+// copy would stay locked forever (the child's first log event, or its exit, would hang).
+
 /// Set by `shutdown` (an `atexit` hook): from then on nothing is forwarded, because
 /// taking the GIL while the interpreter finalizes aborts the process.
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);
-/// Held by the forwarding thread while it is inside Python.
-static FORWARDING: Mutex<()> = Mutex::new(());
+/// The fork epoch of the forwarding thread while it is inside Python, `u64::MAX`
+/// otherwise (a child's inherited copy names its parent's epoch, so it is ignored).
+static IN_PYTHON: AtomicU64 = AtomicU64::new(u64::MAX);
 
-/// The sender of this process; rebuilt in a forked child, whose forwarding thread did
-/// not come along.
-static QUEUE: Mutex<Option<(u64, SyncSender<Record>)>> = Mutex::new(None);
+/// This process's queue, tagged with the fork epoch it was made in; replaced in a
+/// forked child, whose forwarding thread did not come along.
+static QUEUE: ArcSwapOption<(u64, SyncSender<Record>)> = ArcSwapOption::const_empty();
 
 fn sender() -> SyncSender<Record> {
     let epoch = leafid::runtime::fork_epoch();
-    let mut guard = QUEUE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((e, tx)) = guard.as_ref() {
-        if *e == epoch {
-            return tx.clone();
+    loop {
+        let current = QUEUE.load_full();
+        if let Some(q) = current.as_deref().filter(|q| q.0 == epoch) {
+            return q.1.clone();
         }
-    }
-    let (tx, rx) = sync_channel::<Record>(4096);
-    std::thread::Builder::new()
-        .name("leafid-log".into())
-        .spawn(move || {
-            for (level, target, message) in rx {
-                let _inside = FORWARDING.lock().unwrap_or_else(|p| p.into_inner());
-                if SHUTDOWN.load(Ordering::Acquire) {
-                    return;
+        let (tx, rx) = sync_channel::<Record>(4096);
+        let fresh = Arc::new((epoch, tx.clone()));
+        let previous = QUEUE.compare_and_swap(&current, Some(fresh));
+        if !same(&previous, &current) {
+            continue; // another thread made this epoch's queue first
+        }
+        std::thread::Builder::new()
+            .name("leafid-log".into())
+            // One Python thread state for the thread's whole life. Attaching per record
+            // would create and delete one each time, which takes CPython's runtime lock
+            // without the GIL; a fork() landing in that moment leaves the child's copy
+            // of the lock held forever (CPython 3.11 then hangs in PyOS_AfterFork_Child).
+            .spawn(move || {
+                if SHUTDOWN.load(Ordering::SeqCst) {
+                    return rx.into_iter().for_each(drop); // too late to enter Python
                 }
-                Python::attach(|py| {
-                    let logged = PyModule::import(py, "logging")
-                        .and_then(|logging| logging.call_method1("getLogger", ("leafid",)))
-                        .and_then(|logger| {
-                            logger.call_method1("log", (level, format!("{message} [{target}]")))
-                        });
-                    if let Err(e) = logged {
-                        e.print(py);
-                    }
-                });
-            }
-        })
-        .expect("leafid: cannot start the logging thread");
-    *guard = Some((epoch, tx.clone()));
-    tx
+                Python::attach(|py| py.detach(|| forward(rx, epoch)))
+            })
+            .expect("leafid: cannot start the logging thread");
+        return tx;
+    }
+}
+
+fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        (None, None) => true,
+        _ => false,
+    }
+}
+
+/// Logs each queued record. Never returns while the process lives (the sender stays in
+/// `QUEUE`): leaving would release the thread state, which needs the GIL, possibly
+/// after the interpreter finalized.
+fn forward(rx: Receiver<Record>, epoch: u64) {
+    for (level, target, message) in rx {
+        // SeqCst pairs with `_shutdown_logging`: either it sees us inside and waits for
+        // us, or we see its flag and never enter Python again (the interpreter may be
+        // finalizing).
+        IN_PYTHON.store(epoch, Ordering::SeqCst);
+        if !SHUTDOWN.load(Ordering::SeqCst) {
+            Python::attach(|py| {
+                let logged = PyModule::import(py, "logging")
+                    .and_then(|logging| logging.call_method1("getLogger", ("leafid",)))
+                    .and_then(|logger| {
+                        logger.call_method1("log", (level, format!("{message} [{target}]")))
+                    });
+                if let Err(e) = logged {
+                    e.print(py);
+                }
+            });
+        }
+        IN_PYTHON.store(u64::MAX, Ordering::SeqCst);
+    }
 }
 
 struct Forward;
@@ -116,8 +150,13 @@ pub fn install() {
 /// `leafid/__init__.py`.
 #[pyfunction]
 pub fn _shutdown_logging(py: Python<'_>) {
-    SHUTDOWN.store(true, Ordering::Release);
+    SHUTDOWN.store(true, Ordering::SeqCst);
     // Wait (without the GIL, which the forwarder may need to finish) for a record in
-    // flight.
-    py.detach(|| drop(FORWARDING.lock().unwrap_or_else(|p| p.into_inner())));
+    // flight in this process.
+    let epoch = leafid::runtime::fork_epoch();
+    py.detach(|| {
+        while IN_PYTHON.load(Ordering::SeqCst) == epoch {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    });
 }

@@ -6,9 +6,10 @@
 //! its threads; [`fork_epoch`] changes in the child, which makes every generator drop
 //! what it inherited and makes [`handle`] start a fresh runtime.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError, Weak};
 
 use crate::error::{Error, Result};
 
@@ -24,18 +25,102 @@ struct Slot {
 static RUNTIME: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
 
 extern "C" fn after_fork_in_child() {
-    // Only an atomic add: the child of a multi-threaded process may run nothing that
-    // takes a lock here.
     FORK_EPOCH.fetch_add(1, Ordering::SeqCst);
+    release_fork_locks();
+}
+
+/// A lock that a fork() must not copy while another thread holds it: the child has
+/// none of the parent's other threads, so it would stay locked in the child forever.
+/// Registered locks are taken by the forking thread just before fork() and released
+/// just after, in the parent and in the child alike. (std's futex locks, not
+/// parking_lot's: those keep waiter queues in process memory, where a child would find
+/// its parent's threads waiting forever.)
+pub(crate) trait ForkLock: Send + Sync {
+    /// Locks; dropping the returned guard unlocks.
+    fn hold_for_fork(&self) -> Box<dyn Guard + '_>;
+}
+
+/// Anything held until dropped (a lock guard).
+pub(crate) trait Guard {}
+impl<T> Guard for T {}
+
+/// Registered fork locks, with their rank: lower ranks are taken first, matching the
+/// order in which the code nests them.
+type Registered = Vec<(u8, Weak<dyn ForkLock>)>;
+static FORK_LOCKS: Mutex<Registered> = Mutex::new(Vec::new());
+
+/// What the forking thread holds across the fork. Fields drop in order: the guards
+/// before the locks they borrow from, the registry last.
+struct HeldAcrossFork {
+    guards: Vec<Box<dyn Guard>>,
+    _locks: Vec<Arc<dyn ForkLock>>,
+    _registry: MutexGuard<'static, Registered>,
+}
+
+thread_local! {
+    // The prepare and after-fork handlers run on the forking thread, in both processes.
+    static HELD: RefCell<Option<HeldAcrossFork>> = const { RefCell::new(None) };
+}
+
+/// Registers `lock` to be held across every fork() while it lives.
+pub(crate) fn register_fork_lock(rank: u8, lock: Weak<dyn ForkLock>) {
+    watch_forks();
+    let mut all = FORK_LOCKS.lock().unwrap_or_else(PoisonError::into_inner);
+    all.retain(|(_, l)| l.strong_count() > 0);
+    all.push((rank, lock));
+}
+
+extern "C" fn before_fork() {
+    // The registry stays locked across the fork, so nobody registers meanwhile.
+    let registry = FORK_LOCKS.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut live: Vec<(u8, Arc<dyn ForkLock>)> = registry
+        .iter()
+        .filter_map(|(rank, l)| l.upgrade().map(|l| (*rank, l)))
+        .collect();
+    live.sort_by_key(|(rank, _)| *rank);
+    let locks: Vec<Arc<dyn ForkLock>> = live.into_iter().map(|(_, l)| l).collect();
+    let guards = locks
+        .iter()
+        .map(|l| {
+            let guard = l.hold_for_fork();
+            // SAFETY: the guard borrows from an Arc kept alive in `_locks`, which drops
+            // after `guards` (field order).
+            unsafe { std::mem::transmute::<Box<dyn Guard + '_>, Box<dyn Guard>>(guard) }
+        })
+        .collect();
+    HELD.with(|h| {
+        *h.borrow_mut() = Some(HeldAcrossFork {
+            guards,
+            _locks: locks,
+            _registry: registry,
+        })
+    });
+}
+
+extern "C" fn after_fork_in_parent() {
+    release_fork_locks();
+}
+
+fn release_fork_locks() {
+    HELD.with(|h| {
+        if let Some(mut held) = h.borrow_mut().take() {
+            // Unlock in the reverse order of locking.
+            while held.guards.pop().is_some() {}
+        }
+    });
 }
 
 /// Installs the fork hook. Called by every generator constructor, so any generator
 /// that exists before a fork is covered.
 pub fn watch_forks() {
     AT_FORK.call_once(|| {
-        // SAFETY: registers a plain extern "C" fn that only touches an atomic.
+        // SAFETY: plain extern "C" fns; they take only the registered locks.
         unsafe {
-            libc::pthread_atfork(None, None, Some(after_fork_in_child));
+            libc::pthread_atfork(
+                Some(before_fork),
+                Some(after_fork_in_parent),
+                Some(after_fork_in_child),
+            );
         }
     });
 }

@@ -230,3 +230,52 @@ def test_zookeeper_recycle_after_fork_gives_each_child_its_own_worker_id(zk: str
     assert len(workers) == 3 and len(ids) == 3000
     assert len(set(ids)) == len(ids)
     assert all(leafid.decode(i).worker_id in workers for i in ids)
+
+
+def test_forks_while_the_core_is_logging_never_hang_the_child(mysql_url: str, tag: str) -> None:
+    # A tag with a tiny step refills all the time: the slow path's lock changes hands
+    # constantly, and every refill is a log event on its way to Python's logging from the
+    # core's threads. Forking in the middle of that must never leave a child stuck on a
+    # lock some other thread held (CPython's own, or ours).
+    gen = leafid.SegmentGenerator(mysql_url, create_table=True)
+    gen.create_tag(tag, step=10)
+    h = gen.tag(tag)
+    stop = threading.Event()
+
+    def issue() -> None:
+        while not stop.is_set():
+            h.next_id()
+
+    t = threading.Thread(target=issue)
+    t.start()
+    stuck: list[int] = []
+    failed: list[int] = []
+    try:
+        for _ in range(60):
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    h.next_id()  # the child's own segments, its own log events
+                    code = 0
+                except BaseException as e:
+                    os.write(2, f"child: {e!r}\n".encode())
+                finally:
+                    os._exit(code)
+            deadline = time.monotonic() + 20
+            while (status := os.waitpid(pid, os.WNOHANG)) == (0, 0):
+                if time.monotonic() > deadline:
+                    stuck.append(pid)
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.005)
+            else:
+                if os.waitstatus_to_exitcode(status[1]) != 0:
+                    failed.append(pid)
+    finally:
+        stop.set()
+        t.join()
+        gen.close()
+    assert not stuck, f"{len(stuck)} of 60 children hung after fork()"
+    assert not failed, f"{len(failed)} of 60 children could not issue an id"

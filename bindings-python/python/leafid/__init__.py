@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import atexit as _atexit
 import datetime as _dt
+
+# Imported here, in the importing thread, and not first by the core's log-forwarding
+# thread: `threading` takes whichever thread first imports it for the main thread, and
+# waits for that thread at exit.
+import logging as _logging  # noqa: F401
+import threading as _threading  # noqa: F401
 from typing import NamedTuple, Optional
 
 from ._errors import (

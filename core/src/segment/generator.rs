@@ -1,7 +1,7 @@
 //! `SegmentGenerator`: tags, refills, the slow path, refresh and close.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -120,6 +120,8 @@ impl SegmentGenerator {
             epoch: AtomicU64::new(epoch),
             refresher: Mutex::new(None),
         });
+        let weak: Weak<Inner> = Arc::downgrade(&inner);
+        runtime::register_fork_lock(1, weak);
         let setup = inner.clone();
         runtime::run(async move {
             if create_table {
@@ -280,15 +282,19 @@ impl TagHandle {
 }
 
 impl TagBuffer {
-    fn new(tag: String, epoch: u64) -> TagBuffer {
-        TagBuffer {
+    fn shared(tag: String, epoch: u64) -> Arc<TagBuffer> {
+        let buf = Arc::new(TagBuffer {
             tag,
             ring: Ring::new(),
             epoch: AtomicU64::new(epoch),
             retry_at: AtomicI64::new(0),
             state: Mutex::new(SlowState::default()),
             changed: Condvar::new(),
-        }
+        });
+        // Rank 0: the slow path may take the generator's locks (rank 1) while holding this.
+        let weak: Weak<TagBuffer> = Arc::downgrade(&buf);
+        runtime::register_fork_lock(0, weak);
+        buf
     }
 
     #[inline(always)]
@@ -363,7 +369,7 @@ impl TagBuffer {
 
     fn lock(&self) -> MutexGuard<'_, SlowState> {
         // A refill task never panics while holding the lock; recover the state if one did.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Everything that is not an atomic add: first load, switch, waiting for a refill,
@@ -423,7 +429,7 @@ impl TagBuffer {
             st = self
                 .changed
                 .wait_timeout(st, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
     }
@@ -552,10 +558,27 @@ fn replay(e: Option<&Error>, tag: &str) -> Error {
     }
 }
 
+impl runtime::ForkLock for TagBuffer {
+    fn hold_for_fork(&self) -> Box<dyn runtime::Guard + '_> {
+        Box::new(self.lock())
+    }
+}
+
+impl runtime::ForkLock for Inner {
+    fn hold_for_fork(&self) -> Box<dyn runtime::Guard + '_> {
+        let store = self.store.lock().unwrap_or_else(PoisonError::into_inner);
+        let refresher = self
+            .refresher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Box::new((store, refresher))
+    }
+}
+
 impl Inner {
     /// The store, reopened with fresh connections in a forked child.
     fn store(&self) -> Arc<dyn SegmentStore> {
-        let mut guard = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        let mut guard = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         let epoch = runtime::fork_epoch();
         if guard.0 != epoch {
             if let Ok(fresh) = guard.1.reopen() {
@@ -600,7 +623,7 @@ impl Inner {
                 let buf = old
                     .get(&t)
                     .cloned()
-                    .unwrap_or_else(|| Arc::new(TagBuffer::new(t.clone(), epoch)));
+                    .unwrap_or_else(|| TagBuffer::shared(t.clone(), epoch));
                 (t, buf)
             })
             .collect();
@@ -624,7 +647,7 @@ impl Inner {
             let mut map = HashMap::clone(old);
             for t in &tags {
                 map.entry(t.clone())
-                    .or_insert_with(|| Arc::new(TagBuffer::new(t.clone(), epoch)));
+                    .or_insert_with(|| TagBuffer::shared(t.clone(), epoch));
             }
             map
         });
@@ -645,7 +668,10 @@ impl Inner {
                 }
             }
         });
-        *self.refresher.lock().unwrap_or_else(|p| p.into_inner()) = Some(task);
+        *self
+            .refresher
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(task);
     }
 
     /// In a forked child the refresh task did not come along; start it again.
@@ -656,7 +682,7 @@ impl Inner {
             std::mem::forget(
                 self.refresher
                     .lock()
-                    .unwrap_or_else(|p| p.into_inner())
+                    .unwrap_or_else(PoisonError::into_inner)
                     .take(),
             );
             self.start_refresher();
@@ -667,12 +693,12 @@ impl Inner {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
-        if let Some(task) = self
+        let task = self
             .refresher
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(task) = task {
             if self.epoch.load(Ordering::Acquire) == runtime::fork_epoch() {
                 task.abort();
             } else {

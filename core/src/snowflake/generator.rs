@@ -15,7 +15,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::layout::{decode, DecodedId, Layout};
@@ -333,7 +333,8 @@ struct Core {
     session: AtomicPtr<Session>,
     /// Until when (ms) a failed synchronous renew is not retried, and its message.
     retry_after: AtomicI64,
-    last_failure: Mutex<String>,
+    /// Lock-free: a fork() may land while another thread writes it.
+    last_failure: arc_swap::ArcSwap<String>,
     // Precomputed from the layout for the hot path.
     epoch_ms: i64,
     ts_shift: u32,
@@ -355,7 +356,7 @@ impl Core {
             closed: AtomicBool::new(false),
             session: AtomicPtr::new(std::ptr::null_mut()),
             retry_after: AtomicI64::new(i64::MIN),
-            last_failure: Mutex::new(String::new()),
+            last_failure: arc_swap::ArcSwap::from_pointee(String::new()),
             epoch_ms: layout.epoch_ms(),
             ts_shift: layout.timestamp_shift(),
             seq_mask: layout.max_sequence() as u64,
@@ -477,7 +478,7 @@ impl Core {
             Ok(()) => Ok(()),
             Err(e @ (Error::Closed | Error::LeaseLost { .. })) => Err(e),
             Err(e) => {
-                *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = e.to_string();
+                self.last_failure.store(Arc::new(e.to_string()));
                 // Release pairs with the Acquire above: a caller that sees the deadline also sees the message.
                 self.retry_after
                     .store(now + RENEW_BACKOFF_MS, Ordering::Release);
@@ -487,11 +488,7 @@ impl Core {
     }
 
     fn renew_error(&self) -> Error {
-        let cause = self
-            .last_failure
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let cause = self.last_failure.load_full();
         Error::RegistryUnavailable {
             cause: format!(
                 "worker {} cannot persist a time bound past its last one ({}): {cause}",

@@ -19,7 +19,6 @@
 //! one, ends it (`Expired`). Dropping the last clone of a [`Client`] closes the session.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -441,8 +440,8 @@ impl Client {
                         timeout: negotiated,
                         session: session.clone(),
                         state: state_tx,
-                        xid: AtomicI64::new(1),
-                        zxid: AtomicI64::new(0),
+                        xid: 0,
+                        zxid: 0,
                     };
                     tokio::spawn(task.run(stream, rx));
                     return Ok(Client {
@@ -654,15 +653,21 @@ struct Session {
     timeout: Duration,
     session: SessionInfo,
     state: watch::Sender<SessionState>,
-    xid: AtomicI64,
+    /// The last request id used.
+    xid: i32,
     /// The newest transaction id seen in a reply, sent when resuming on another server.
-    zxid: AtomicI64,
+    zxid: i64,
 }
 
 impl Session {
-    fn next_xid(&self) -> i32 {
-        // Wraps well before i32::MAX; negative xids are the protocol's own.
-        (self.xid.fetch_add(1, Ordering::Relaxed) % (i32::MAX as i64 - 1) + 1) as i32
+    fn next_xid(&mut self) -> i32 {
+        // Positive only: negative xids are the protocol's own (pings, events).
+        self.xid = if self.xid == i32::MAX {
+            1
+        } else {
+            self.xid + 1
+        };
+        self.xid
     }
 
     async fn run(mut self, mut stream: TcpStream, mut calls: mpsc::UnboundedReceiver<Call>) {
@@ -719,7 +724,7 @@ impl Session {
                 return None;
             }
             let limit = left.min(self.timeout / 3).max(Duration::from_millis(100));
-            let zxid = self.zxid.load(Ordering::Relaxed);
+            let zxid = self.zxid;
             match handshake(
                 &self.hosts[self.at],
                 self.timeout,
@@ -753,7 +758,11 @@ impl Session {
     }
 
     /// Serves one connection until it drops, the session ends, or every client is gone.
-    async fn serve(&self, stream: TcpStream, calls: &mut mpsc::UnboundedReceiver<Call>) -> Ended {
+    async fn serve(
+        &mut self,
+        stream: TcpStream,
+        calls: &mut mpsc::UnboundedReceiver<Call>,
+    ) -> Ended {
         let (mut rd, mut wr) = stream.into_split();
         // Reading in a task of its own keeps each frame whole whatever the select below does.
         let (frames_tx, mut frames) = mpsc::unbounded_channel();
@@ -803,9 +812,7 @@ impl Session {
                     let (Ok(xid), Ok(zxid), Ok(err)) = (r.i32(), r.i64(), r.i32()) else {
                         break Ended::Lost(last_read);
                     };
-                    if zxid > 0 {
-                        self.zxid.fetch_max(zxid, Ordering::Relaxed);
-                    }
+                    self.zxid = self.zxid.max(zxid);
                     if xid == XID_PING || xid == XID_WATCH_EVENT {
                         continue;
                     }

@@ -153,20 +153,18 @@ impl ZookeeperRecycleRegistry {
     async fn let_go(&self, held: Held) {
         held.watching.store(false, Ordering::SeqCst);
         held.watcher.abort();
-        if held.client.state() != zk::SessionState::SyncConnected {
-            // A delete would wait for a session that is likely gone; ZooKeeper removes the
-            // node when the session ends anyway.
-            drop(held.client);
-            return;
-        }
-        match held
-            .client
-            .delete(&held.lease_path, Some(held.lease_version))
-            .await
-        {
-            Ok(()) | Err(zk::ZkError::NoNode) => {}
-            Err(e) => tracing::info!(path = %held.lease_path, error = %e,
-                "could not delete the lease node; ZooKeeper removes it when the session ends"),
+        // On a disconnected session a delete would wait for a session that is likely
+        // gone; ZooKeeper removes the node when the session ends anyway.
+        if held.client.state() == zk::SessionState::SyncConnected {
+            match held
+                .client
+                .delete(&held.lease_path, Some(held.lease_version))
+                .await
+            {
+                Ok(()) | Err(zk::ZkError::NoNode) => {}
+                Err(e) => tracing::info!(path = %held.lease_path, error = %e,
+                    "could not delete the lease node; ZooKeeper removes it when the session ends"),
+            }
         }
         // Dropping the last client closes the session.
         drop(held.client);

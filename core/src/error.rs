@@ -118,6 +118,31 @@ pub enum Error {
         /// How many ids it has.
         size: u32,
     },
+    /// The worker id this generator's identity maps to is held by another live process or
+    /// generator (another leafid, or a Java Leaf server on the same ip:port).
+    #[error("worker id {worker_id} of {identity} is in use by {holder}; {advice}")]
+    WorkerIdInUse {
+        /// The identity claimed (`zookeeper 127.0.0.1:2181 /snowflake/order ip:port`, `fixed:7`, …).
+        identity: String,
+        /// The worker id that identity maps to (`u32::MAX` when not yet known).
+        worker_id: u32,
+        /// Who holds it, as far as known (host, pid, since when, or "a Java Leaf server…").
+        holder: String,
+        /// What to do about it.
+        advice: String,
+    },
+    /// The local clock differs from the registry's clock by more than the allowed skew.
+    #[error("local clock is {skew_ms} ms {direction} the registry's clock ({source_desc}), more than the allowed {max_skew_ms} ms; fix NTP on this host (or raise max_skew)")]
+    ClockSkew {
+        /// Local minus registry time, in ms (positive: local clock ahead).
+        skew_ms: i64,
+        /// "ahead of" or "behind".
+        direction: &'static str,
+        /// The allowed skew in ms.
+        max_skew_ms: i64,
+        /// Where the registry's time came from (`ZooKeeper mtime of …`, `MySQL NOW(3)`).
+        source_desc: String,
+    },
     /// The worker registry (ZooKeeper, MySQL, lock directory) cannot be reached.
     #[error("worker registry unavailable: {cause}; retry once it is back")]
     RegistryUnavailable {
@@ -186,6 +211,8 @@ impl Error {
             Error::TimestampOverflow { .. } => "LEAF_TIMESTAMP_OVERFLOW",
             Error::WorkerIdOutOfRange { .. } => "LEAF_WORKER_ID_OUT_OF_RANGE",
             Error::WorkerIdExhausted { .. } => "LEAF_WORKER_ID_EXHAUSTED",
+            Error::WorkerIdInUse { .. } => "LEAF_WORKER_ID_IN_USE",
+            Error::ClockSkew { .. } => "LEAF_CLOCK_SKEW",
             Error::RegistryUnavailable { .. } => "LEAF_REGISTRY_UNAVAILABLE",
             Error::LeaseLost { .. } => "LEAF_LEASE_LOST",
             Error::Malformed { .. } => "LEAF_MALFORMED",
@@ -211,6 +238,8 @@ impl Error {
             Error::TimestampOverflow { .. } => "TimestampOverflow",
             Error::WorkerIdOutOfRange { .. } => "WorkerIdOutOfRange",
             Error::WorkerIdExhausted { .. } => "WorkerIdExhausted",
+            Error::WorkerIdInUse { .. } => "WorkerIdInUse",
+            Error::ClockSkew { .. } => "ClockSkew",
             Error::RegistryUnavailable { .. } => "RegistryUnavailable",
             Error::LeaseLost { .. } => "LeaseLost",
             Error::Malformed { .. } => "Malformed",
@@ -232,9 +261,11 @@ impl Error {
             | Error::RegistryUnavailable { .. }
             | Error::LeaseLost { .. }
             | Error::WorkerIdExhausted { .. }
+            | Error::WorkerIdInUse { .. }
             | Error::Io { .. } => ErrorKind::Unavailable,
             Error::ClockMovedBackwards { .. }
             | Error::ClockBehindRegistry { .. }
+            | Error::ClockSkew { .. }
             | Error::TimestampOverflow { .. } => ErrorKind::Clock,
             Error::TagExists { .. } | Error::Closed | Error::Malformed { .. } => ErrorKind::Other,
         }
@@ -256,6 +287,8 @@ impl Error {
         "TimestampOverflow",
         "WorkerIdOutOfRange",
         "WorkerIdExhausted",
+        "WorkerIdInUse",
+        "ClockSkew",
         "RegistryUnavailable",
         "LeaseLost",
         "Malformed",

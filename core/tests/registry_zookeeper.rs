@@ -21,13 +21,14 @@ fn zk_addr() -> String {
 /// A leaf name no other test (or earlier run) uses.
 fn unique_name(tag: &str) -> String {
     format!(
-        "leafid-test-{tag}-{}-{}",
+        "leafid_test_{tag}_{}_{}",
         std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos()
     )
+    .replace('-', "_")
 }
 
 fn client() -> zk::Client {

@@ -40,13 +40,14 @@ impl Drop for Restart {
 
 fn unique_name(tag: &str) -> String {
     format!(
-        "leafid-test-fault-{tag}-{}-{}",
+        "leafid_test_fault_{tag}_{}_{}",
         std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_nanos()
     )
+    .replace('-', "_")
 }
 
 #[test]

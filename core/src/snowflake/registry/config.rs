@@ -18,7 +18,7 @@ use super::{
 use crate::error::{Error, Result};
 
 const FORMS: &str = "fixed:7 | local:///var/lib/leafid/workers | \
-zookeeper://127.0.0.1:2181/leaf-name?port=8080 | zookeeper-recycle://127.0.0.1:2181/leaf-name | \
+zookeeper://127.0.0.1:2181/leafname?port=8080 | zookeeper-recycle://127.0.0.1:2181/pool | \
 mysql://user:pass@127.0.0.1:3306/db?port=8080";
 
 /// A worker-id registry, as configured. Parsing and validation do no I/O; the
@@ -129,6 +129,24 @@ fn check_port(url: &str, port: &str) -> Result<()> {
         return Err(bad(
             url,
             format!("port {port:?} is not usable as an identity"),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a part of a Leaf identity (`ip`, `port`, the `leaf.name`) that Java Leaf
+/// cannot read back: Leaf splits forever-node names `{ip}:{port}-{seq}` on `-`, so a `-`
+/// in the ip or port makes every Java Leaf server under that name fail to start, and a
+/// `-` in the name breaks Leaf's own new-node path in a tree leafid created first.
+fn check_leaf_part(url: &str, what: &str, value: &str) -> Result<()> {
+    let refused = |c: char| matches!(c, '-' | '/') || c.is_whitespace() || (what == "port" && c == ':');
+    if let Some(c) = value.chars().find(|&c| refused(c)) {
+        return Err(bad(
+            url,
+            format!(
+                "{what} {value:?} contains {c:?}, which Java Leaf cannot read back in a node name \
+                 (it splits ip:port-sequence on '-'); use a {what} without it"
+            ),
         ));
     }
     Ok(())
@@ -252,8 +270,8 @@ fn parse_zk(url: &str, rest: &str) -> Result<ZkParts> {
 
 impl RegistryConfig {
     /// Parses one of: `fixed:7`, `local:///var/lib/leafid/workers`,
-    /// `zookeeper://127.0.0.1:2181/leaf-name?port=8080`,
-    /// `zookeeper-recycle://127.0.0.1:2181/leaf-name`,
+    /// `zookeeper://127.0.0.1:2181/order?port=8080`,
+    /// `zookeeper-recycle://127.0.0.1:2181/pool`,
     /// `mysql://user:pass@127.0.0.1:3306/db?port=8080`. `zookeeper` and `mysql` also take
     /// `&ip=` (default: the host's first non-loopback IPv4 address, as Leaf).
     /// Both ZooKeeper forms also take `session_timeout_ms=` (100..=600000, default 6000
@@ -310,6 +328,9 @@ impl RegistryConfig {
                 .to_string();
             check_port(url, &port)?;
             let ip = identity_ip(url, get(&pairs, "ip"))?;
+            check_leaf_part(url, "ip", &ip)?;
+            check_leaf_part(url, "port", &port)?;
+            check_leaf_part(url, "name", &name)?;
             return Ok(RegistryConfig::Zookeeper {
                 connect,
                 name,
@@ -345,6 +366,8 @@ impl RegistryConfig {
             })?;
             check_port(url, &port)?;
             let ip = identity_ip(url, ip.as_deref())?;
+            check_leaf_part(url, "ip", &ip)?;
+            check_leaf_part(url, "port", &port)?;
             if rest.is_empty() {
                 parsed.set_query(None);
             } else {
@@ -486,6 +509,22 @@ mod tests {
                 assert!(e.to_string().contains("?ip="), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn identities_java_leaf_cannot_read_are_refused_before_any_io() {
+        for url in [
+            "zookeeper://127.0.0.1:2181/order?port=80-81",
+            "zookeeper://127.0.0.1:2181/order?port=8080&ip=10.0.0-1",
+            "zookeeper://127.0.0.1:2181/my-order?port=8080&ip=10.0.0.1",
+            "mysql://u:p@127.0.0.1:3306/db?port=80-81&ip=10.0.0.1",
+            "mysql://u:p@127.0.0.1:3306/db?port=8080&ip=host-a",
+        ] {
+            let err = RegistryConfig::parse(url).unwrap_err().to_string();
+            assert!(err.contains("'-'"), "{url}: {err}");
+        }
+        // The recycle pool is leafid's own tree: its name may carry a '-'.
+        assert!(RegistryConfig::parse("zookeeper-recycle://127.0.0.1:2181/my-pool").is_ok());
     }
 
     #[test]

@@ -111,6 +111,43 @@ impl IssueLimit {
     }
 }
 
+/// A reading of the registry's own clock, taken while writing to it, for the start-up
+/// and heartbeat clock check (the 2017 Leaf article's check against the cluster).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClockReading {
+    /// The registry's time (ms since the Unix epoch): ZooKeeper's `mtime` / `ctime` of a
+    /// node just written, the database's `NOW(3)`.
+    pub registry_ms: i64,
+    /// The local system clock just before the request was sent.
+    pub local_before_ms: i64,
+    /// The local system clock just after the reply arrived.
+    pub local_after_ms: i64,
+    /// Where the reading came from, for messages (`ZooKeeper mtime of /snowflake/…`).
+    pub source: String,
+}
+
+impl ClockReading {
+    /// Local minus registry time in ms, 0 when the registry's time falls inside the
+    /// request's round trip (the reading cannot be more precise than that).
+    pub fn skew_ms(&self) -> i64 {
+        if self.registry_ms < self.local_before_ms {
+            self.local_before_ms - self.registry_ms
+        } else if self.registry_ms > self.local_after_ms {
+            self.local_after_ms - self.registry_ms
+        } else {
+            0
+        }
+    }
+}
+
+/// The local system clock in ms since the Unix epoch, for [`ClockReading`]s.
+pub(crate) fn system_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// One worker-id registry. Methods run on the background runtime.
 pub trait WorkerRegistry: Send + Sync + std::fmt::Debug {
     /// Takes a worker id in `0..=max_worker_id`. `limit` is the generator's issue
@@ -135,4 +172,11 @@ pub trait WorkerRegistry: Send + Sync + std::fmt::Debug {
 
     /// A short name for the cache file and messages (`zookeeper-127.0.0.1:2181-order`).
     fn describe(&self) -> String;
+
+    /// The registry's clock as seen by the last successful `acquire` or `renew`, taken
+    /// (and cleared) by the generator for its clock check. `None` for registries without
+    /// a clock of their own (`fixed`, `local`).
+    fn take_clock_reading(&self) -> Option<ClockReading> {
+        None
+    }
 }

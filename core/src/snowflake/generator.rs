@@ -80,7 +80,15 @@ struct Settings {
     heartbeat: Duration,
     lookahead_ms: i64,
     startup_wait_ms: i64,
+    max_skew_ms: i64,
 }
+
+/// The default largest local-vs-registry clock difference ([`SnowflakeBuilder::max_skew`]).
+pub const DEFAULT_MAX_SKEW: Duration = Duration::from_secs(5);
+/// The longest heartbeat accepted.
+pub const MAX_HEARTBEAT: Duration = Duration::from_secs(60);
+/// The longest lookahead accepted (a crashed holder's id is unusable at most this long).
+pub const MAX_LOOKAHEAD: Duration = Duration::from_secs(300);
 
 /// Builds a [`SnowflakeGenerator`]. Defaults: Leaf's layout, the system clock, the
 /// cache directory of `default_cache_dir()`, a 5 ms backward step waited out, a
@@ -96,6 +104,7 @@ pub struct SnowflakeBuilder {
     heartbeat: Duration,
     lookahead: Option<Duration>,
     startup_wait: Duration,
+    max_skew: Duration,
 }
 
 impl Default for SnowflakeBuilder {
@@ -109,6 +118,7 @@ impl Default for SnowflakeBuilder {
             heartbeat: Duration::from_secs(3),
             lookahead: None,
             startup_wait: Duration::from_secs(10),
+            max_skew: DEFAULT_MAX_SKEW,
         }
     }
 }
@@ -179,6 +189,16 @@ impl SnowflakeBuilder {
         self
     }
 
+    /// The largest difference allowed between the local clock and the registry's clock
+    /// (ZooKeeper's `mtime` of a node just written, the database's `NOW(3)`), checked at
+    /// start-up (refused with `ClockSkew`) and on every heartbeat (issuing stops until the
+    /// clocks agree again). Default 5 s; at most 1 hour. Registries without a clock of
+    /// their own (`fixed`, `local`) are not checked.
+    pub fn max_skew(mut self, max: Duration) -> Self {
+        self.max_skew = max;
+        self
+    }
+
     /// Checks the configuration (no I/O) and splits it into parts.
     fn validate(self) -> Result<(Layout, Arc<dyn Clock>, Settings)> {
         let registry = self.registry.ok_or_else(|| {
@@ -196,7 +216,28 @@ impl SnowflakeBuilder {
                 self.heartbeat
             )));
         }
+        // Upper limits keep a crashed holder's bound from locking its worker id out for
+        // long: a new holder of the id waits until the clock passes that bound.
+        if self.heartbeat > MAX_HEARTBEAT {
+            return Err(Error::InvalidConfig(format!(
+                "heartbeat {:?} is above {MAX_HEARTBEAT:?}; a crashed holder's bound (twice the heartbeat \
+                 ahead of the clock) would keep its worker id unusable that long; Leaf uses 3 s",
+                self.heartbeat
+            )));
+        }
         let lookahead = self.lookahead.unwrap_or(self.heartbeat * 2);
+        if lookahead > MAX_LOOKAHEAD {
+            return Err(Error::InvalidConfig(format!(
+                "lookahead {lookahead:?} is above {MAX_LOOKAHEAD:?}; after a crash the worker id stays \
+                 unusable until the clock passes the last bound, so keep it short (default: twice the heartbeat)"
+            )));
+        }
+        if self.max_skew < Duration::from_millis(10) || self.max_skew > Duration::from_secs(3600) {
+            return Err(Error::InvalidConfig(format!(
+                "max_skew {:?} must be between 10 ms and 1 hour (default 5 s)",
+                self.max_skew
+            )));
+        }
         if lookahead <= self.heartbeat {
             return Err(Error::InvalidConfig(format!(
                 "lookahead {lookahead:?} must exceed the heartbeat {:?}, or issuing would pause between heartbeats",
@@ -226,6 +267,7 @@ impl SnowflakeBuilder {
                 heartbeat: self.heartbeat,
                 lookahead_ms: ms(lookahead),
                 startup_wait_ms: ms(self.startup_wait),
+                max_skew_ms: ms(self.max_skew),
             },
         ))
     }

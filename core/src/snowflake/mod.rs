@@ -32,6 +32,8 @@ mod generator;
 mod layout;
 pub mod registry;
 
-pub use generator::{SnowflakeBuilder, SnowflakeGenerator};
+pub use generator::{
+    SnowflakeBuilder, SnowflakeGenerator, DEFAULT_MAX_SKEW, MAX_HEARTBEAT, MAX_LOOKAHEAD,
+};
 pub use layout::{decode, DecodedId, Layout, LEAF_EPOCH_MS};
 pub use registry::RegistryConfig;

@@ -122,6 +122,14 @@ impl CreateMode {
 /// A node's metadata (the fields the registries read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
+    /// The zxid of the change that created the node.
+    pub czxid: i64,
+    /// The zxid of the change that last modified the node's data.
+    pub mzxid: i64,
+    /// When the node was created, by the ZooKeeper leader's clock (ms since the epoch).
+    pub ctime: i64,
+    /// When the node's data was last written, by the leader's clock (ms since the epoch).
+    pub mtime: i64,
     /// Data version, for conditional writes.
     pub version: i32,
     /// The session that owns an ephemeral node, 0 for a persistent one.
@@ -246,12 +254,19 @@ impl In<'_> {
             .map_err(|_| ZkError::Protocol("a name is not UTF-8".into()))
     }
     fn stat(&mut self) -> Result<Stat, ZkError> {
-        self.take(32)?; // czxid, mzxid, ctime, mtime
+        let czxid = self.i64()?;
+        let mzxid = self.i64()?;
+        let ctime = self.i64()?;
+        let mtime = self.i64()?;
         let version = self.i32()?;
         self.take(8)?; // cversion, aversion
         let ephemeral_owner = self.i64()?;
         self.take(16)?; // dataLength, numChildren, pzxid
         Ok(Stat {
+            czxid,
+            mzxid,
+            ctime,
+            mtime,
             version,
             ephemeral_owner,
         })

@@ -108,7 +108,10 @@ fn same_ip_port_gets_the_same_id_and_distinct_ones_get_distinct_ids() {
     // id comes back.
     let again = registry(&ip, "1");
     let err = acquire(&again).unwrap_err();
-    assert!(matches!(err, Error::WorkerIdInUse { worker_id: Some(w), .. } if w == a.worker_id), "{err:?}");
+    assert!(
+        matches!(err, Error::WorkerIdInUse { worker_id: Some(w), .. } if w == a.worker_id),
+        "{err:?}"
+    );
     release(&ra, &a);
     let a2 = acquire(&again).unwrap();
     assert_eq!(a.worker_id, a2.worker_id);
@@ -212,7 +215,10 @@ fn row_ids_past_the_worker_range_are_refused_not_wrapped() {
     match err {
         Error::WorkerIdExhausted { pool, size } => {
             assert_eq!(size, 2);
-            assert!(pool.contains("UPDATE leaf_workerid_alloc SET ip_port"), "{pool}");
+            assert!(
+                pool.contains("UPDATE leaf_workerid_alloc SET ip_port"),
+                "{pool}"
+            );
         }
         other => panic!("expected WorkerIdExhausted, got {other:?}"),
     }

@@ -64,7 +64,11 @@ fn one_holder_child_entry() {
             gen.close();
         }
         Err(e) => {
-            println!("LEAFID-CHILD err {} {}", e.code(), e.to_string().replace('\n', " "));
+            println!(
+                "LEAFID-CHILD err {} {}",
+                e.code(),
+                e.to_string().replace('\n', " ")
+            );
             let mut line = String::new();
             let _ = std::io::stdin().read_line(&mut line);
         }
@@ -177,9 +181,15 @@ fn check(runs: &[ChildRun], what: &str) -> (usize, usize) {
     let (mut live, mut refused) = (0, 0);
     for run in runs {
         match &run.outcome {
-            Outcome::Live { worker_id, ids: got } => {
+            Outcome::Live {
+                worker_id,
+                ids: got,
+            } => {
                 live += 1;
-                assert!(workers.insert(*worker_id), "{what}: worker id {worker_id} held twice");
+                assert!(
+                    workers.insert(*worker_id),
+                    "{what}: worker id {worker_id} held twice"
+                );
                 for id in got {
                     assert!(ids.insert(*id), "{what}: duplicate id {id}");
                 }
@@ -199,7 +209,11 @@ fn check(runs: &[ChildRun], what: &str) -> (usize, usize) {
 
 #[test]
 fn zookeeper_same_url_in_four_processes_has_one_live_holder() {
-    let url = format!("zookeeper://{}/{}?port=8080&ip=127.0.0.1", zk(), unique("zk"));
+    let url = format!(
+        "zookeeper://{}/{}?port=8080&ip=127.0.0.1",
+        zk(),
+        unique("zk")
+    );
     for shared in [false, true] {
         let (runs, _caches) = start_many(&url, 4, shared);
         assert_eq!(check(&runs, &url), (1, 3), "shared cache: {shared}");
@@ -241,7 +255,11 @@ fn two_fixed_generators_in_one_process_are_refused() {
     let a = build("fixed:7", cache.path()).unwrap();
     let err = build("fixed:7", cache.path()).unwrap_err();
     assert!(matches!(err, Error::WorkerIdInUse { .. }), "{err:?}");
-    assert!(err.to_string().contains(&format!("pid {}", std::process::id())), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("pid {}", std::process::id())),
+        "{err}"
+    );
     a.close();
     // Closed: the id is free again.
     build("fixed:7", cache.path()).unwrap().close();
@@ -249,7 +267,11 @@ fn two_fixed_generators_in_one_process_are_refused() {
 
 #[test]
 fn two_zookeeper_generators_in_one_process_are_refused_even_with_two_cache_dirs() {
-    let url = format!("zookeeper://{}/{}?port=8080&ip=127.0.0.1", zk(), unique("zk2"));
+    let url = format!(
+        "zookeeper://{}/{}?port=8080&ip=127.0.0.1",
+        zk(),
+        unique("zk2")
+    );
     let (c1, c2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let a = build(&url, c1.path()).unwrap();
     let err = build(&url, c2.path()).unwrap_err();
@@ -361,7 +383,10 @@ fn lock_file_unlinked_under_a_holder_stops_it_issuing() {
         assert!(Instant::now() < deadline, "the first holder never stopped");
     };
     assert!(
-        matches!(stopped, Error::LeaseLost { .. } | Error::RegistryUnavailable { .. }),
+        matches!(
+            stopped,
+            Error::LeaseLost { .. } | Error::RegistryUnavailable { .. }
+        ),
         "{stopped:?}"
     );
     for _ in 0..10_000 {
@@ -416,7 +441,11 @@ fn skewed_child(url: &str, offset: &str) -> Outcome {
 
 #[test]
 fn clock_skewed_against_zookeeper_is_refused_at_start_up() {
-    let url = format!("zookeeper://{}/{}?port=8080&ip=127.0.0.1", zk(), unique("skew"));
+    let url = format!(
+        "zookeeper://{}/{}?port=8080&ip=127.0.0.1",
+        zk(),
+        unique("skew")
+    );
     match skewed_child(&url, "+30s") {
         Outcome::Refused { code, message } => {
             assert_eq!(code, "LEAF_CLOCK_SKEW", "{message}");

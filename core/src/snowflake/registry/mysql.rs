@@ -84,16 +84,6 @@ pub struct MysqlRegistry {
     reading: std::sync::Mutex<Option<ClockReading>>,
 }
 
-fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
-}
-
 impl MysqlRegistry {
     /// A registry for identity `ip:port` in the database at `url`
     /// (`mysql://user:pass@host:port/db`, without leafid's `ip` / `port` parameters).
@@ -101,11 +91,11 @@ impl MysqlRegistry {
         let normalized = url.replacen("mariadb://", "mysql://", 1);
         let options =
             MySqlConnectOptions::from_str(&normalized).map_err(|e| Error::InvalidUrl {
-                url: redact(url),
+                url: crate::redact::url(url),
                 reason: format!("{e}; expected mysql://user:password@host:port/database?port=P"),
             })?;
         Ok(MysqlRegistry {
-            shown_url: redact(url),
+            shown_url: crate::redact::url(url),
             options,
             ip: ip.into(),
             port: port.into(),

@@ -81,17 +81,6 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-/// A connect string with any password replaced by `***`, for messages and file names.
-fn shown(connect: &str) -> String {
-    match connect.rsplit_once('@') {
-        Some((creds, hosts)) => {
-            let user = creds.split_once(':').map(|(u, _)| u).unwrap_or(creds);
-            format!("{user}:***@{hosts}")
-        }
-        None => connect.to_string(),
-    }
-}
-
 /// The data of a forever node, field for field as Java Leaf's `Endpoint`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Endpoint {
@@ -118,14 +107,18 @@ pub(crate) async fn connect(
         .await
         .map_err(|e| {
             Error::registry(format!(
-                "cannot open a ZooKeeper session with {connect}: {e}"
+                "cannot open a ZooKeeper session with {}: {e}",
+                crate::redact::url(connect)
             ))
         })
 }
 
 /// Turns a ZooKeeper error into [`Error::RegistryUnavailable`] naming the operation.
 pub(crate) fn zk_err(connect: &str, op: &str, path: &str, e: zk::ZkError) -> Error {
-    Error::registry(format!("ZooKeeper {connect}: {op} {path}: {e}"))
+    Error::registry(format!(
+        "ZooKeeper {}: {op} {path}: {e}",
+        crate::redact::url(connect)
+    ))
 }
 
 /// Splits a forever child `{ip}:{port}-{seq}` at the LAST `-`.
@@ -220,7 +213,7 @@ impl ZookeeperRegistry {
     fn identity(&self) -> String {
         format!(
             "ZooKeeper {} {}/{}",
-            shown(&self.connect),
+            crate::redact::url(&self.connect),
             self.forever_path(),
             self.address()
         )
@@ -541,7 +534,7 @@ impl ZookeeperRegistry {
         Ok(Lease {
             worker_id: id,
             floor_ms: floor,
-            location: format!("zookeeper {}{path}", shown(&self.connect)),
+            location: format!("zookeeper {}{path}", crate::redact::url(&self.connect)),
         })
     }
 
@@ -683,7 +676,7 @@ impl WorkerRegistry for ZookeeperRegistry {
     fn describe(&self) -> String {
         format!(
             "zookeeper-{}-{}-{}",
-            shown(&self.connect),
+            crate::redact::url(&self.connect),
             self.name,
             self.address()
         )

@@ -248,29 +248,39 @@ impl ZookeeperRegistry {
             tokio::time::Instant::now() + client.session_timeout() + Duration::from_secs(1);
         loop {
             let before = system_now_ms();
-            match client
+            let created = match client
                 .create(&live, &record, zk::CreateMode::Ephemeral)
                 .await
             {
-                Ok(_) | Err(zk::ZkError::NodeExists) => {}
+                Ok(_) => true,
+                Err(zk::ZkError::NodeExists) => false,
                 Err(e) => return Err(self.err("create", &live, e)),
-            }
-            let (data, stat) = match client.get_data(&live).await {
+            };
+            let (data, mut stat) = match client.get_data(&live).await {
                 Ok(found) => found,
                 // Its holder just let go: try again (bounded like the wait below).
                 Err(zk::ZkError::NoNode) if tokio::time::Instant::now() < give_up => continue,
                 Err(e) => return Err(self.err("read", &live, e)),
             };
+            if stat.ephemeral_owner == client.session_id() && !created {
+                // Ours from before (this session claimed it already): its times are old,
+                // so write it to read ZooKeeper's clock now.
+                stat = client
+                    .set_data(&live, &record, None)
+                    .await
+                    .map_err(|e| self.err("write", &live, e))?;
+            }
             let after = system_now_ms();
             if stat.ephemeral_owner == client.session_id() {
+                let now = stat.mtime;
                 st.live_session = Some(client.session_id());
                 st.reading = Some(ClockReading {
-                    registry_ms: stat.ctime,
+                    registry_ms: now,
                     local_before_ms: before,
                     local_after_ms: after,
-                    source: format!("ZooKeeper ctime of {live}"),
+                    source: format!("ZooKeeper mtime of {live}"),
                 });
-                return Ok(stat.ctime);
+                return Ok(now);
             }
             let other: Option<LiveRecord> = serde_json::from_slice(&data).ok();
             let holder = match &other {

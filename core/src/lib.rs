@@ -27,6 +27,7 @@
 
 pub mod clock;
 pub mod error;
+pub mod limits;
 pub mod redact;
 pub mod runtime;
 pub mod segment;

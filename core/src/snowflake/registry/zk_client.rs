@@ -1459,6 +1459,19 @@ mod tests {
         assert_eq!(connect_string("a:1", None, None), "a:1");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_credentials_survive_the_connect_string(
+            user in "[^:]{1,12}",
+            password in "\\PC{0,24}",
+        ) {
+            let s = connect_string("h:1", Some("/c"), Some((&user, &password)));
+            let c = parse_connect(&s).unwrap().credentials.unwrap();
+            proptest::prop_assert_eq!(c.user, user.clone());
+            proptest::prop_assert_eq!(c.auth, format!("{user}:{password}").into_bytes());
+        }
+    }
+
     #[test]
     fn shown_connect_hides_the_password_even_in_a_malformed_string() {
         assert_eq!(shown_connect("u:secret@a:1,b:2/r"), "u:***@a:1,b:2/r");

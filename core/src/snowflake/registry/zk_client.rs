@@ -1531,8 +1531,9 @@ mod tests {
                 .expect("write to the client");
         }
 
-        /// Accepts a connection and answers its connect request: session 0x42, 30 s.
-        /// Returns the stream and the last zxid the client said it had seen.
+        /// Accepts a connection and answers its connect request: session 0x42, 120 s, so
+        /// that within a test's guard the client neither pings nor drops a connection
+        /// for silence. Returns the stream and the last zxid the client said it had seen.
         async fn accept(l: &TcpListener) -> (TcpStream, i64) {
             let (mut s, _) = l.accept().await.unwrap();
             let req = recv(&mut s).await;
@@ -1541,7 +1542,7 @@ mod tests {
             let last_zxid = r.i64().unwrap();
             let mut resp = Out::default();
             resp.i32(0)
-                .i32(30_000)
+                .i32(120_000)
                 .i64(0x42)
                 .bytes(&[7; 16])
                 .bool(false);
@@ -1594,7 +1595,12 @@ mod tests {
                 let (mut s, _) = accept(&l).await;
                 let req = recv(&mut s).await;
                 send(&mut s, reply(xid_of(&req) + 1000, 5, 0)).await;
-                // The client must give up on this connection and come back.
+                // The client must close this connection (nothing else comes first)…
+                assert!(
+                    read_frame(&mut s).await.is_err(),
+                    "the connection stayed open"
+                );
+                // …and resume the session on a new one.
                 let (s2, _) = accept(&l).await;
                 (s, s2)
             };

@@ -1,0 +1,13 @@
+//! The atomics of the segment ring, swapped for [loom]'s under `--cfg leafid_loom` so
+//! the ring can be model-checked (see the `loom` tests in `buffer.rs`).
+//!
+//! The cfg is leafid's own, not the customary `loom`: `--cfg loom` reaches every crate
+//! of the build, and some of sqlx's dependencies (event-listener) then expect a `loom`
+//! dependency of their own and fail to compile.
+//!
+//! [loom]: https://docs.rs/loom
+
+#[cfg(leafid_loom)]
+pub(crate) use loom::sync::atomic::{fence, AtomicI64, AtomicU64, AtomicU8, Ordering};
+#[cfg(not(leafid_loom))]
+pub(crate) use std::sync::atomic::{fence, AtomicI64, AtomicU64, AtomicU8, Ordering};

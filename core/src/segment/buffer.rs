@@ -221,8 +221,13 @@ impl Ring {
     /// Points the cursor at the start of generation `gen` (a switch, a reset or a close).
     pub fn point_at(&self, gen: u64) {
         debug_assert!(gen <= CLOSED_GEN);
-        // Release: a taker that lands in `gen` also sees the slot published before.
-        self.cursor.store(gen << OFFSET_BITS, Ordering::Release);
+        // A read-modify-write, not a plain store: it is ordered after every take that
+        // came before it (C++ orders a plain store the same way, but loom models a
+        // plain store racing with a take's fetch_add more loosely and would report a
+        // switch undone by an earlier take). AcqRel: Release so a taker that lands in
+        // `gen` also sees the slot published before; Acquire is not needed by the
+        // callers, which hold the tag's lock, but costs nothing on a swap.
+        self.cursor.swap(gen << OFFSET_BITS, Ordering::AcqRel);
     }
 
     /// Pulls an overshot offset back to the segment's end. Not needed for uniqueness

@@ -195,27 +195,38 @@ fn forks_during_parent_sqlite_statements_never_hang_or_share_ids() {
                     let id = h.next_id().unwrap();
                     ids.lock().unwrap().push(id);
                 }
+                // Leave the file's write lock free now and then, so the children are
+                // not starved by the parent (that would be SQLite's busy timeout, not
+                // the fork).
+                std::thread::sleep(std::time::Duration::from_millis(1));
             }
         }));
     }
 
     let mut all: HashSet<i64> = HashSet::new();
     for round in 0..30 {
+        let why = dir.path().join(format!("child-{round}.err"));
         let (pid, bytes) = in_child(|out| {
             // A watchdog, not a timing assertion: a child whose refills hang (the bug)
             // is killed instead of hanging the test; a healthy one needs milliseconds.
             // SAFETY: alarm(2) only arms a signal for this process.
             unsafe { libc::alarm(120) };
             for _ in 0..20 {
-                let id = h.next_id().unwrap();
-                out.write_all(&id.to_le_bytes()).unwrap();
+                match h.next_id() {
+                    Ok(id) => out.write_all(&id.to_le_bytes()).unwrap(),
+                    Err(e) => {
+                        std::fs::write(&why, e.to_string()).unwrap();
+                        return 2;
+                    }
+                }
             }
             0
         });
         let status = wait(pid);
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "child {round} failed (status {status:#x}; a SIGALRM kill means its refills hung)"
+            "child {round} failed (status {status:#x}; a SIGALRM kill means its refills hung): {}",
+            std::fs::read_to_string(&why).unwrap_or_default()
         );
         assert_eq!(bytes.len(), 20 * 8, "child {round}");
         for c in bytes.chunks(8) {

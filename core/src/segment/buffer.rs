@@ -49,6 +49,17 @@ fn split(w: u64) -> (u64, u64) {
     (w >> OFFSET_BITS, w & OFFSET_MASK)
 }
 
+/// How a forked child's first thread publishes a tag's new fork epoch, after it
+/// forgot the parent's segments and moved the cursor past them (`TagBuffer::forget_parent`).
+/// Release, so that everything before it is visible to a thread that sees the epoch.
+pub const EPOCH_PUBLISH: Ordering = Ordering::Release;
+/// How takers read a tag's fork epoch before taking (`TagBuffer::fresh`). Acquire,
+/// pairing with [`EPOCH_PUBLISH`]: a second thread of a forked child that sees the new
+/// epoch also sees the parent's segments forgotten. With Relaxed, a weakly ordered CPU
+/// (ARM) may show it the new epoch with the old cursor, and it would take from a
+/// segment the parent keeps issuing.
+pub const EPOCH_OBSERVE: Ordering = Ordering::Acquire;
+
 /// No next segment loaded and none loading.
 pub const NEXT_NONE: u8 = 0;
 /// A background load of the next segment is running.
@@ -404,6 +415,39 @@ mod loom_tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n, "an id was issued twice");
+    }
+
+    /// The fork-epoch handshake of `TagBuffer`: the child's first thread forgets the
+    /// parent's segment and publishes the new epoch; another thread that sees the new
+    /// epoch must not take from the parent's segment. (Loom runs each thread's
+    /// operations in program order and an RMW reads the newest value, so it cannot
+    /// show the Relaxed failure, where the taker's fetch_add is ordered before the
+    /// switch; this checks the handshake as written.)
+    #[test]
+    fn loom_a_thread_that_sees_the_child_epoch_never_takes_from_the_parents_segment() {
+        model(|| {
+            let ring = Arc::new(Ring::new());
+            // The segment inherited from the parent, which keeps issuing it.
+            ring.publish(1, 10, 5, u64::MAX, 5);
+            ring.point_at(1);
+            let epoch = Arc::new(AtomicU64::new(0));
+            let other = {
+                let (ring, epoch) = (ring.clone(), epoch.clone());
+                thread::spawn(move || {
+                    if epoch.load(EPOCH_OBSERVE) == 1 {
+                        ring.take_one()
+                    } else {
+                        None
+                    }
+                })
+            };
+            // `forget_parent`: forget, move to a generation with no slot, publish.
+            ring.forget();
+            ring.point_at(3);
+            epoch.store(1, EPOCH_PUBLISH);
+            let taken = other.join().unwrap();
+            assert!(taken.is_none(), "took {taken:?} from the parent's segment");
+        });
     }
 
     /// Two takers race over the end of a segment while a third switches to the next

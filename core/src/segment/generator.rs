@@ -9,7 +9,10 @@ use arc_swap::ArcSwap;
 // SipHash on short keys, and the keys come from the table, not from an attacker.
 use rustc_hash::FxHashMap as HashMap;
 
-use super::buffer::{Ring, Taken, CLOSED_GEN, LAST_GEN, NEXT_LOADING, NEXT_NONE, NEXT_READY};
+use super::buffer::{
+    Ring, Taken, CLOSED_GEN, EPOCH_OBSERVE, EPOCH_PUBLISH, LAST_GEN, NEXT_LOADING, NEXT_NONE,
+    NEXT_READY,
+};
 use super::step::next_step;
 use super::store::{
     self, validate_start, validate_step, validate_tag, Allocation, SegmentStore, TagRow,
@@ -370,12 +373,13 @@ impl TagBuffer {
     /// Whether the segments were loaded in this process (not inherited through fork).
     #[inline(always)]
     fn fresh(&self) -> bool {
-        // Acquire pairs with the Release in `forget_parent`: a thread of a forked child
-        // that sees the child's epoch here also sees the parent's segments forgotten and
-        // the cursor moved past them, so it cannot take from them. (Relaxed would let a
-        // second thread on a weakly ordered CPU see the new epoch with the old cursor.)
-        // `fork_epoch` itself is written in the child before any of its threads exist.
-        self.epoch.load(Ordering::Acquire) == runtime::fork_epoch()
+        // Acquire (EPOCH_OBSERVE) pairs with the Release in `forget_parent`: a thread of
+        // a forked child that sees the child's epoch here also sees the parent's
+        // segments forgotten and the cursor moved past them, so it cannot take from
+        // them. (Relaxed would let a second thread on a weakly ordered CPU see the new
+        // epoch with the old cursor; loom-checked in buffer.rs.) `fork_epoch` itself is
+        // written in the child before any of its threads exist.
+        self.epoch.load(EPOCH_OBSERVE) == runtime::fork_epoch()
     }
 
     #[inline(always)]
@@ -571,7 +575,7 @@ impl TagBuffer {
         self.retry_at.store(0, Ordering::Relaxed);
         // Release, last: publishes the forgotten slots and the moved cursor to every
         // thread that Acquire-loads the new epoch in `fresh`.
-        self.epoch.store(runtime::fork_epoch(), Ordering::Release);
+        self.epoch.store(runtime::fork_epoch(), EPOCH_PUBLISH);
     }
 
     /// Stops issuing and refilling, for good (handles included).

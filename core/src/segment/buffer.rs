@@ -28,9 +28,9 @@ use super::atomics::{fence, AtomicI64, AtomicU64, AtomicU8, Ordering};
 /// Bits of the cursor that hold the offset within the current segment. Tests use a
 /// narrow field, so that a carry into the generation takes thousands of takes instead
 /// of billions.
-#[cfg(not(any(test, leafid_loom)))]
+#[cfg(not(test))]
 pub const OFFSET_BITS: u32 = 32;
-#[cfg(any(test, leafid_loom))]
+#[cfg(test)]
 pub const OFFSET_BITS: u32 = 16;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 /// The largest segment a slot holds (half the offset field, so overshooting takes

@@ -398,7 +398,13 @@ impl TagBuffer {
         let mut done = 0;
         while done < out.len() {
             let want = (out.len() - done) as u64;
-            let taken = match self.ring.take_many(want).filter(|_| self.fresh()) {
+            // `fresh` first: its Acquire must come before the take it guards.
+            let fast = if self.fresh() {
+                self.ring.take_many(want)
+            } else {
+                None
+            };
+            let taken = match fast {
                 Some(t) => {
                     if t.wants_preload {
                         self.maybe_preload(inner);

@@ -73,6 +73,8 @@ impl SqliteStore {
     }
 
     fn at(path: String) -> SqliteStore {
+        // Before any statement: a fork racing with the first one is covered too.
+        quiet::install();
         SqliteStore {
             path,
             epoch: runtime::fork_epoch(),
@@ -421,7 +423,7 @@ mod quiet {
         Ok(())
     }
 
-    fn install() {
+    pub(super) fn install() {
         INSTALLED.call_once(|| {
             // The runtime's handler first, so this one is registered after it: prepare
             // handlers run in reverse order, so the fork waits for statements before

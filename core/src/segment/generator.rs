@@ -27,8 +27,11 @@ const FIRST_BACKOFF_MS: i64 = 50;
 /// A refill that has not finished after this long is abandoned and reported as a
 /// failure, so the "loading" flag cannot stay set forever (a statement stuck on a lock,
 /// a dead connection). Longer than any store's own timeouts (SQLite waits up to 10 s for
-/// a busy file and retries for 10 s more).
+/// a busy file and retries for 10 s more). Short in unit tests.
+#[cfg(not(test))]
 const REFILL_TIMEOUT: Duration = Duration::from_secs(30);
+#[cfg(test)]
+const REFILL_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// Issues ids for the tags of one `leaf_alloc` table.
 ///
@@ -1060,6 +1063,85 @@ mod tests {
             let id = h.next_id().unwrap();
             assert!(seen.insert(id), "id {id} issued twice");
         }
+    }
+
+    /// A store whose allocations never finish while `hang` is set (a statement stuck
+    /// on a lock, a connection that went silent).
+    #[derive(Debug)]
+    struct Hanging {
+        inner: Arc<MemoryStore>,
+        hang: AtomicBool,
+    }
+
+    impl SegmentStore for Hanging {
+        fn allocate<'a>(
+            &'a self,
+            tag: &'a str,
+            step: Option<i64>,
+        ) -> runtime::BoxFuture<'a, Result<Allocation>> {
+            if self.hang.load(Ordering::SeqCst) {
+                Box::pin(std::future::pending())
+            } else {
+                self.inner.allocate(tag, step)
+            }
+        }
+        fn tags(&self) -> runtime::BoxFuture<'_, Result<Vec<String>>> {
+            self.inner.tags()
+        }
+        fn rows(&self) -> runtime::BoxFuture<'_, Result<Vec<TagRow>>> {
+            self.inner.rows()
+        }
+        fn create_table(&self) -> runtime::BoxFuture<'_, Result<()>> {
+            self.inner.create_table()
+        }
+        fn create_tag<'a>(
+            &'a self,
+            tag: &'a str,
+            start: i64,
+            step: i64,
+            description: &'a str,
+        ) -> runtime::BoxFuture<'a, Result<()>> {
+            self.inner.create_tag(tag, start, step, description)
+        }
+        fn reopen(&self) -> Result<Arc<dyn SegmentStore>> {
+            self.inner.reopen()
+        }
+    }
+
+    /// Issue 11: a refill that never finished left the tag "loading" forever: every
+    /// caller waited out its timeout with no cause, and no new refill could start.
+    #[test]
+    fn a_refill_that_never_finishes_is_abandoned_reported_and_retried() {
+        let store = Arc::new(Hanging {
+            inner: Arc::new(MemoryStore::new()),
+            hang: AtomicBool::new(true),
+        });
+        let s = store.inner.clone();
+        runtime::block_on(async move { s.create_tag("t", 1, 10, "").await }).unwrap();
+        let opts = SegmentOptions {
+            // Far longer than the refill timeout: the caller must hear of the abandoned
+            // refill, not wait this out.
+            wait_timeout: Duration::from_secs(600),
+            ..SegmentOptions::default()
+        };
+        let gen = generator(store.clone(), opts);
+        let err = gen.next_id("t").unwrap_err();
+        assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+        assert!(err.to_string().contains("abandoned"), "{err}");
+        let stats = &gen.stats()[0];
+        assert!(stats.last_error.is_some(), "{stats:?}");
+        store.hang.store(false, Ordering::SeqCst);
+        let ids: Vec<i64> = loop {
+            // The back-off after the failure (at most a second) may refuse a few calls.
+            match gen.next_ids("t", 3) {
+                Ok(ids) => break ids,
+                Err(Error::StoreUnavailable { .. }) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        };
+        assert_eq!(ids, vec![1, 2, 3]);
     }
 
     /// A store whose `tags()` waits for a signal after reading the listing, so a test

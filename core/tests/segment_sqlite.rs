@@ -31,7 +31,10 @@ impl Db {
             let pool = sqlx::SqlitePool::connect(&format!("sqlite://{path}"))
                 .await
                 .unwrap();
-            let rows = sqlx::query(sqlx::AssertSqlSafe(statement)).fetch_all(&pool).await.unwrap();
+            let rows = sqlx::query(sqlx::AssertSqlSafe(statement))
+                .fetch_all(&pool)
+                .await
+                .unwrap();
             pool.close().await;
             rows
         })

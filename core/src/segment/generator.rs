@@ -858,8 +858,9 @@ impl Inner {
     /// kept even though the listing misses it, and a dropped tag's buffer is found
     /// again if the tag comes back while a handle holds it.
     async fn refresh(&self) -> Result<()> {
-        // SeqCst with `add_tag`: a tag added with a smaller ticket was in the store
-        // before this listing was read.
+        // Tickets are taken with one RMW each, so they are totally ordered: a tag that
+        // `add_tag` ticketed below this one was inserted before this listing is read.
+        // (SeqCst is more than that needs, and this runs once a minute.)
         let ticket = self.ticket.fetch_add(1, Ordering::SeqCst);
         let listed = self.store()?.tags().await?;
         let epoch = runtime::fork_epoch();
@@ -904,10 +905,15 @@ impl Inner {
         let born = self.ticket.fetch_add(1, Ordering::SeqCst);
         self.tags.rcu(|old| {
             let mut map = TagMap::clone(old);
-            if !map.live.contains_key(&tag) {
-                let buf = old.buffer_for(&tag, epoch);
-                map.dropped.remove(&tag);
-                map.live.insert(tag.clone(), Entry { buf, born });
+            match map.live.get_mut(&tag) {
+                // Already cached (the row was deleted and made again elsewhere): keep the
+                // buffer, but a refresh that read its listing before now must keep it.
+                Some(e) => e.born = e.born.max(born),
+                None => {
+                    let buf = old.buffer_for(&tag, epoch);
+                    map.dropped.remove(&tag);
+                    map.live.insert(tag.clone(), Entry { buf, born });
+                }
             }
             map
         });

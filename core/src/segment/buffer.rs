@@ -2,7 +2,7 @@
 //!
 //! A tag owns two segment slots. One 64-bit `cursor` names the current segment's
 //! generation (high bits) and the offset of the next id within it (low
-//! [`OFFSET_BITS`] bits), so taking an id is a single `fetch_add`. A slot is published
+//! [`OFFSET_BITS`] bits), so taking an id is a load and a `fetch_add`. A slot is published
 //! like a seqlock: its generation is set to `EMPTY` while it is rewritten and to the new
 //! generation after, and a reader checks the generation before and after reading the
 //! range. A reader that raced with a rewrite sees a mismatch and retries: at worst an id
@@ -41,7 +41,9 @@ const EMPTY: u64 = u64::MAX;
 /// A generation no slot ever holds: the cursor of a closed tag.
 pub const CLOSED_GEN: u64 = u64::MAX >> OFFSET_BITS;
 /// The last generation a segment may be published under; past it the tag must be
-/// reloaded by a new generator (2^32 refills in production: decades at Leaf's pace).
+/// reloaded by a new generator. 2^32 refills in production: with the dynamic step
+/// (segments of about 15 minutes) that is never reached, and even a refill every
+/// millisecond would take 50 days.
 pub const LAST_GEN: u64 = CLOSED_GEN - 2;
 
 #[inline(always)]

@@ -608,10 +608,15 @@ impl Core {
 
     /// Remembers the registry's clock from a reading that passed the skew check.
     fn keep_clock_ref(&self, reading: &super::registry::ClockReading) {
-        self.clock_ref.store(Some(Arc::new((
-            reading.registry_ms,
-            std::time::Instant::now(),
-        ))));
+        // The reading may be older than now (a registry that waited after reading its
+        // clock): move its instant back by the wall time passed since.
+        let age = super::registry::system_now_ms().saturating_sub(reading.local_after_ms);
+        let now = std::time::Instant::now();
+        let at = now
+            .checked_sub(Duration::from_millis(age.clamp(0, 3_600_000) as u64))
+            .unwrap_or(now);
+        self.clock_ref
+            .store(Some(Arc::new((reading.registry_ms, at))));
     }
 
     /// `ClockSkew` when the local clock is off the registry's clock of the last reading,

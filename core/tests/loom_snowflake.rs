@@ -1,1 +1,1 @@
-#![cfg(loom)]
+#![cfg(leafid_loom)]

@@ -357,7 +357,7 @@ fn lock_file_unlinked_under_a_holder_stops_it_issuing() {
             .registry(RegistryConfig::Local {
                 dir: dir.path().to_path_buf(),
             })
-            .layout(layout.clone())
+            .layout(layout)
             .cache_dir(caches.path().join(cache))
             .heartbeat(Duration::from_millis(50))
             .build_blocking()

@@ -172,7 +172,11 @@ impl Model {
                 }
             }
         }
-        let done = if out.len() == n { Ok(()) } else { Err(Fail::GaveUp) };
+        let done = if out.len() == n {
+            Ok(())
+        } else {
+            Err(Fail::GaveUp)
+        };
         (out, done)
     }
 
@@ -250,7 +254,10 @@ fn distinct_and_increasing(per_thread: &[&[u64]], worker: u32) -> Vec<u64> {
             assert_ne!(id, CLOSED_STATE);
         }
     }
-    let mut all: Vec<u64> = per_thread.iter().flat_map(|ids| ids.iter().copied()).collect();
+    let mut all: Vec<u64> = per_thread
+        .iter()
+        .flat_map(|ids| ids.iter().copied())
+        .collect();
     all.sort_unstable();
     let n = all.len();
     all.dedup();
@@ -331,7 +338,9 @@ fn close_racing_issuers_reads_the_last_id_and_stops_all_later_calls() {
                         let (some, r) = m.fill(2, &mut clock, 0);
                         r.map(|()| some.clone()).map_err(|e| (e, some))
                     } else {
-                        m.next_id(&mut clock, 0).map(|id| vec![id]).map_err(|e| (e, vec![]))
+                        m.next_id(&mut clock, 0)
+                            .map(|id| vec![id])
+                            .map_err(|e| (e, vec![]))
                     };
                     match got {
                         Ok(some) => {
@@ -359,7 +368,10 @@ fn close_racing_issuers_reads_the_last_id_and_stops_all_later_calls() {
             None => assert_eq!(last, SHAPE.compose(9, WORKER, 3)),
         }
         assert_eq!(m.state.load(), CLOSED_STATE);
-        assert!(!m.state.install(&SHAPE, 2, 50), "install reopened a closed word");
+        assert!(
+            !m.state.install(&SHAPE, 2, 50),
+            "install reopened a closed word"
+        );
         assert_eq!(m.next_id(&mut Script::new(&[20]), 0), Err(Fail::Closed));
     });
 }

@@ -7,30 +7,42 @@
 //! (`tests/loom_snowflake.rs`): under `--cfg leafid_loom` the atomics below are loom's, in every
 //! other build they are `std`'s.
 //!
-//! What the module guarantees, with the reasons:
+//! What the module guarantees, with the reasons (each one checked by the loom model):
 //! 1. **No id twice.** The state word holds the last id issued; an id is issued only by
-//!    a compare-and-swap from the word it was computed from to the id itself, and every
-//!    id computed is strictly greater than that word. The word therefore only grows, and
-//!    each successful swap owns the values between the old word (excluded) and the new
-//!    one (included): two swaps never own the same value.
-//! 2. **Increasing per thread.** A thread computes from a word at least its own last
-//!    swap's (its own write, or a later one in the word's modification order), so its
-//!    next id is above its last; across threads the ids are the word's successive values.
-//! 3. **Never past the limit.** An id's timestamp `now` passed `now <= limit` on a limit
-//!    read after the clock and before the swap; the gate is checked again on every retry.
-//!    So an id issued after [`LimitWord::set`]`(LOST_LIMIT)` (a lost lease) returned,
-//!    and not swapped in before it, can still come from a limit read before the loss: an
-//!    issuer between its gate check and its swap finishes, under the old limit. What the
-//!    code guarantees is no id above the highest limit in force at any moment during the
-//!    call, and no id from a call whose gate check started after the loss was visible.
-//! 4. **Close is final.** [`StateWord::close`] swaps in [`CLOSED_STATE`], above every
-//!    real id: a swap prepared from an earlier word fails, an id computed from the
-//!    closed word would have to exceed `u64::MAX` (the issuing arithmetic can only move
-//!    to a later millisecond, and every timestamp the layout allows is below the closed
-//!    word's), and [`StateWord::install`] refuses it. So the word `close` read is the
-//!    last id any thread issued.
+//!    a compare-and-swap from the word it was computed from to the id itself (or, for
+//!    a run, to its last id), and every id computed is strictly greater than that word.
+//!    The word therefore only grows, and each successful swap owns the values between
+//!    the old word (excluded) and the new one (included): two swaps never share one.
+//! 2. **Increasing per thread, one worker id.** A thread's next swap starts from a word
+//!    at least its own last one (its own write or a later one in the word's modification
+//!    order), so its ids increase. Issuing keeps the word's worker bits; only
+//!    [`StateWord::install`] changes them.
+//! 3. **Never past the limit.** An id's timestamp is at most the limit value its own
+//!    turn read, after reading the clock and before the swap (the gate is checked again
+//!    on every retry). Every value the limit takes is a persisted bound, or one of the
+//!    two markers below every clock reading, so no id is above the highest bound
+//!    persisted, and none issued after [`LimitWord::set`]`(LOST_LIMIT)` (a lost lease)
+//!    has a timestamp above the limit before the loss. What a loss does not do is stop a
+//!    turn that read the limit before it: that turn may still swap after the loss
+//!    returned, under the old (persisted) limit. A call whose limit read happens after
+//!    the loss (for instance one that starts after seeing it) issues nothing.
+//! 4. **Close is final.** [`StateWord::close`] swaps in [`CLOSED_STATE`], which is
+//!    absorbing: a swap prepared from an earlier word fails; from the closed word itself
+//!    nothing can be issued, because its timestamp is above every timestamp the layout
+//!    allows (the bits sum to at most 63), so a reading is either "behind" it or past the
+//!    layout's end; and [`StateWord::install`] refuses it. So the word `close` read is
+//!    the last id any thread issued.
 //! 5. **A lost lease stays lost.** [`LimitWord::raise`] never moves the limit off
-//!    [`LOST_LIMIT`]; only a new lease's [`LimitWord::set`] does.
+//!    [`LOST_LIMIT`]; only a new lease's [`LimitWord::set`] does. (It does raise
+//!    [`OPENING_LIMIT`]: the generator keeps an old lease's raise from racing a new
+//!    lease's acquisition by holding the lease mutex around both.)
+//! 6. **A forked child issues under its own worker id.** Until the child's session
+//!    stores its fork epoch, [`gate_shut`] sends every caller to the slow path; the
+//!    epoch is stored after the child's worker id is installed and its limit raised,
+//!    and read with Acquire, so a caller that passes the gate swaps after the install.
+//!
+//! Not modelled here: the limit's wake-up (`IssueLimit::lose` notifies the heartbeat),
+//! the clock, persisting, and the slow path's waits, which all live in `generator.rs`.
 
 #[cfg(leafid_loom)]
 pub use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -319,9 +331,15 @@ pub fn gate_shut(
     fork_epoch: impl FnOnce() -> u64,
     held_epoch: &AtomicU64,
 ) -> bool {
-    // Relaxed on the epoch: it changes only in a forked child, and a stale read only
-    // sends the caller to the slow path, which reads it again with Acquire.
-    now > limit.get() || fork_epoch() != held_epoch.load(Ordering::Relaxed)
+    // Acquire on the epoch, not Relaxed. In a forked child, the thread that takes the
+    // child's worker id installs it in the state word, then stores the epoch (Release).
+    // A thread that reads that epoch with Relaxed is not ordered after the install: C11
+    // (and ARM, which may perform the swap's load first) lets its swap land before the
+    // install, issuing under the parent's worker id from the parent's word, with the
+    // parent's limit read before the child lowered it. Acquire puts the install before
+    // the swap, which then fails and retries from the child's word. On x86 both are a
+    // plain load. (loom cannot show the Relaxed failure: its swaps read the newest value.)
+    now > limit.get() || fork_epoch() != held_epoch.load(Ordering::Acquire)
 }
 
 /// What the slow path found behind a shut gate, in the order it checks.

@@ -238,6 +238,21 @@ impl Model {
     }
 }
 
+/// `loom::model`, checking that it explored more than one interleaving (a model whose
+/// threads never overlap proves nothing); returns how many.
+fn model(f: impl Fn() + Sync + Send + 'static) -> usize {
+    let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = runs.clone();
+    loom::model(move || {
+        // Relaxed: loom runs the iterations one after another on this thread's behalf.
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        f()
+    });
+    let runs = runs.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(runs > 1, "loom explored {runs} interleaving");
+    runs
+}
+
 fn worker_of(id: u64) -> u32 {
     ((id >> SHAPE.seq_bits) & 0b11) as u32
 }
@@ -267,7 +282,7 @@ fn distinct_and_increasing(per_thread: &[&[u64]], worker: u32) -> Vec<u64> {
 
 #[test]
 fn concurrent_issuers_in_one_millisecond_spend_its_sequence_exactly_once() {
-    loom::model(|| {
+    model(|| {
         let m = Model::new(9, 100);
         let t = {
             let m = m.clone();
@@ -296,7 +311,7 @@ fn concurrent_issuers_in_one_millisecond_spend_its_sequence_exactly_once() {
 
 #[test]
 fn issuers_across_a_millisecond_boundary_with_the_sequence_spent() {
-    loom::model(|| {
+    model(|| {
         let m = Model::new(9, 100);
         let t = {
             let m = m.clone();
@@ -323,7 +338,7 @@ fn issuers_across_a_millisecond_boundary_with_the_sequence_spent() {
 
 #[test]
 fn close_racing_issuers_reads_the_last_id_and_stops_all_later_calls() {
-    loom::model(|| {
+    model(|| {
         let m = Model::new(9, 100);
         let closed_done = Arc::new(AtomicBool::new(false));
         let issuer = |use_fill: bool| {
@@ -378,7 +393,7 @@ fn close_racing_issuers_reads_the_last_id_and_stops_all_later_calls() {
 
 #[test]
 fn a_lost_lease_stops_issuing_and_a_late_raise_does_not_reopen_it() {
-    loom::model(|| {
+    model(|| {
         let m = Model::new(9, 20);
         let lost = Arc::new(AtomicBool::new(false));
         let issuer = {
@@ -432,7 +447,7 @@ fn a_lost_lease_stops_issuing_and_a_late_raise_does_not_reopen_it() {
 fn a_forked_child_issues_only_under_its_own_worker_id() {
     const PARENT: u32 = 1;
     const CHILD: u32 = 2;
-    loom::model(|| {
+    model(|| {
         // What the child inherits: the parent's word (worker 1, millisecond 10), the
         // parent's open limit, and the parent's fork epoch (0), while the process's
         // epoch is already the child's (PROCESS_EPOCH).

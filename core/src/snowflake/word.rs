@@ -301,7 +301,11 @@ impl LimitWord {
     /// Sets the limit (a new lease's, or [`LOST_LIMIT`] / [`OPENING_LIMIT`]).
     #[inline]
     pub fn set(&self, limit_ms: i64) {
-        self.0.store(limit_ms, Ordering::Release);
+        // Release pairs with `get`. A swap where a store would do: the same effect (a
+        // cold path), but loom places a plain store after another thread's `raise` only
+        // if this thread saw it, and would then report a lost lease reopened by a raise
+        // that C11 orders before the loss (the raise read the limit before it).
+        self.0.swap(limit_ms, Ordering::Release);
     }
 
     /// Raises the limit to `limit_ms` unless it is [`LOST_LIMIT`]; never lowers it.

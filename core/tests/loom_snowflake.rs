@@ -33,8 +33,8 @@
 //!    issued is that word), the word stays closed, and a call that begins after the
 //!    close fails with `Closed`;
 //! 5. `raise` after `lose` leaves the limit lost;
-//! 6. in a forked child, ids are issued only under the child's own worker id, above
-//!    its floor.
+//! 6. a worker id re-acquired after a lost lease, or taken by a forked child, issues
+//!    only above its floor, and after the install no id carries the old worker id.
 #![cfg(leafid_loom)]
 
 use leafid::snowflake::word::{
@@ -145,6 +145,20 @@ impl Model {
             cur = self.state.load();
         }
         Err(Fail::GaveUp)
+    }
+
+    /// `SnowflakeGenerator::try_next_id`: one attempt, no slow path.
+    fn try_next_id(&self, clock: &mut Script, start: u64) -> Option<u64> {
+        let mut cur = self.state.load();
+        self.state
+            .issue(
+                &mut cur,
+                &SHAPE,
+                || clock.read(),
+                |now| self.gate(now),
+                || start,
+            )
+            .ok()
     }
 
     /// `SnowflakeGenerator::fill` for `n` ids.
@@ -440,6 +454,69 @@ fn a_lost_lease_stops_issuing_and_a_late_raise_does_not_reopen_it() {
         assert_eq!(m.limit.get(), LOST_LIMIT, "a raise reopened a lost lease");
         assert!(!m.limit.raise(40));
         assert_eq!(m.limit.get(), LOST_LIMIT);
+    });
+}
+
+#[test]
+fn three_issuers_spend_a_millisecond_and_move_on_without_repeating() {
+    model(|| {
+        let m = Model::new(9, 100);
+        let spawn = |start: u64, readings: &'static [i64]| {
+            let m = m.clone();
+            thread::spawn(move || {
+                let mut clock = Script::new(readings);
+                // `try_next_id` first, as the bindings call it, then `next_id`.
+                let mut ids: Vec<u64> = m.try_next_id(&mut clock, start).into_iter().collect();
+                ids.push(m.next_id(&mut clock, start).unwrap());
+                ids
+            })
+        };
+        let a = spawn(1, &[10, 10, 11]);
+        let b = spawn(2, &[10, 11]);
+        let mut clock = Script::new(&[10]);
+        let mine: Vec<u64> = m.try_next_id(&mut clock, 3).into_iter().collect();
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        let all = distinct_and_increasing(&[&mine, &a, &b], WORKER);
+        assert_eq!(m.state.load(), *all.last().unwrap());
+    });
+}
+
+#[test]
+fn a_re_acquired_worker_id_takes_over_above_its_floor() {
+    const NEW: u32 = 2;
+    model(|| {
+        // The registry reported the lease lost; ids of worker 1 reached millisecond 10.
+        let m = Model::new(9, 20);
+        let issuer = {
+            let m = m.clone();
+            thread::spawn(move || {
+                let mut clock = Script::new(&[10, 12, 13]);
+                let mut ids = Vec::new();
+                for _ in 0..3 {
+                    match m.next_id(&mut clock, 0) {
+                        Ok(id) => ids.push(id),
+                        Err(e) => assert_eq!(e, Fail::LeaseLost),
+                    }
+                }
+                ids
+            })
+        };
+        // The registry's `lose`, then the heartbeat's `reacquire`: OPENING, the new
+        // worker id from floor 11, a bound persisted and raised.
+        m.limit.set(LOST_LIMIT);
+        m.limit.set(OPENING_LIMIT);
+        assert!(m.state.install(&SHAPE, NEW, 11));
+        assert!(m.limit.raise(50));
+        let ids = issuer.join().unwrap();
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+        for &id in &ids {
+            match worker_of(id) {
+                WORKER => assert!(SHAPE.timestamp(id) <= 20),
+                NEW => assert!(SHAPE.timestamp(id) > 11),
+                other => panic!("worker {other}"),
+            }
+        }
+        assert_eq!(worker_of(m.state.load()), NEW);
     });
 }
 

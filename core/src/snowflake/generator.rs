@@ -12,6 +12,10 @@
 //! the fork epoch tells a forked child that the worker id it sees is its parent's.
 //! Anything unusual drops to a cold path that may wait, persist a bound, re-acquire a
 //! worker id or fail with a clear error.
+//!
+//! The lock-free part (the word's compare-and-swap, the limit's word, the gate) lives in
+//! `word.rs`, which states what it guarantees and is model-checked with loom
+//! (`tests/loom_snowflake.rs`); this file adds the clock, the waits and the I/O.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};

@@ -28,6 +28,12 @@
 //! and acquiring a worker id are left out: the registry's side shows only as the
 //! limit's `set`, `raise` and `lose`.
 //!
+//! What loom cannot show: its read-modify-writes always read the newest value, so the
+//! one C11 reordering the gate's Acquire on the fork epoch exists for (see `gate_shut`)
+//! passes here with Relaxed too; and it orders a plain store after another thread's
+//! read-modify-write only when the storing thread saw it, which is why
+//! `LimitWord::set` is a swap (with a store, the lost-lease check fails spuriously).
+//!
 //! Invariants checked, for every interleaving:
 //! 1. no id is issued twice (by threads, `next_id`, `fill`);
 //! 2. each thread's ids are strictly increasing, and all carry the generator's worker id;

@@ -231,6 +231,7 @@ impl Model {
                 Shut::Late => Err(Fail::Late),
             },
             Stall::Overflow => Err(Fail::Overflow),
+            Stall::Closed => Err(Fail::Closed),
             // `wait_next_ms`: until the clock leaves millisecond `last` (a spin, then
             // sleeps; the model sleeps at once).
             Stall::Spent { last } => {
@@ -527,6 +528,36 @@ fn a_re_acquired_worker_id_takes_over_above_its_floor() {
             }
         }
         assert_eq!(worker_of(m.state.load()), NEW);
+    });
+}
+
+#[test]
+fn close_racing_a_re_acquire_stays_closed() {
+    const NEW: u32 = 2;
+    model(|| {
+        let m = Model::new(9, LOST_LIMIT);
+        let reacquire = {
+            let m = m.clone();
+            // `reacquire` after a lost lease, racing `close`: it checks `closed`, opens,
+            // installs the new worker id, and `persist_locked` checks `closed` again
+            // before raising the limit to the bound it persisted.
+            thread::spawn(move || {
+                if m.closed.load(Ordering::Acquire) {
+                    return;
+                }
+                m.limit.set(OPENING_LIMIT);
+                if m.state.install(&SHAPE, NEW, 11) && !m.closed.load(Ordering::Acquire) {
+                    m.limit.raise(50);
+                }
+            })
+        };
+        let last = m.close();
+        reacquire.join().unwrap();
+        assert_eq!(m.state.load(), CLOSED_STATE);
+        // Whatever the limit ended at, a call after close fails with Closed.
+        let mut clock = Script::new(&[20]);
+        assert_eq!(m.next_id(&mut clock, 0), Err(Fail::Closed));
+        assert!(matches!(worker_of(last), WORKER | NEW));
     });
 }
 

@@ -501,6 +501,7 @@ impl Core {
             }),
             Stall::Spent { last } => self.wait_next_ms(last),
             Stall::Behind { last, ts } => self.clock_back(last, ts),
+            Stall::Closed => Err(Error::Closed),
         }
     }
 

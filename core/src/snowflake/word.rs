@@ -29,9 +29,10 @@
 //! 4. **Close is final.** [`StateWord::close`] swaps in [`CLOSED_STATE`], which is
 //!    absorbing: a swap prepared from an earlier word fails; from the closed word itself
 //!    nothing can be issued, because its timestamp is above every timestamp the layout
-//!    allows (the bits sum to at most 63), so a reading is either "behind" it or past the
-//!    layout's end; and [`StateWord::install`] refuses it. So the word `close` read is
-//!    the last id any thread issued.
+//!    allows (the bits sum to at most 63), so a reading is behind it ([`Stall::Closed`])
+//!    or past the layout's end; and [`StateWord::install`] refuses it. So the word
+//!    `close` read is the last id any thread issued, even if a re-acquire racing the
+//!    close leaves the limit open.
 //! 5. **A lost lease stays lost.** [`LimitWord::raise`] never moves the limit off
 //!    [`LOST_LIMIT`]; only a new lease's [`LimitWord::set`] does. (It does raise
 //!    [`OPENING_LIMIT`]: the generator keeps an old lease's raise from racing a new
@@ -124,6 +125,10 @@ pub enum Stall {
     Spent { last: i64 },
     /// The clock (`ts`, relative) is behind the last id's millisecond `last`.
     Behind { last: i64, ts: i64 },
+    /// The word is [`CLOSED_STATE`] (every reading is behind it). The gate normally
+    /// reports a close first, but a re-acquire racing `close` can leave the limit open
+    /// over a closed word; this keeps the answer `Closed` rather than a clock error.
+    Closed,
 }
 
 /// The last id issued (timestamp, worker id, sequence), or a marker: a floor's
@@ -177,6 +182,8 @@ impl StateWord {
                 } else {
                     return Err(Stall::Spent { last });
                 }
+            } else if *cur == CLOSED_STATE {
+                return Err(Stall::Closed);
             } else {
                 return Err(Stall::Behind { last, ts });
             };
@@ -227,6 +234,8 @@ impl StateWord {
                 }
                 let take = want.min(shape.seq_mask - seq);
                 (*cur + 1, *cur + take)
+            } else if *cur == CLOSED_STATE {
+                return Err(Stall::Closed);
             } else {
                 return Err(Stall::Behind { last, ts });
             };

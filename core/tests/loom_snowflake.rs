@@ -14,8 +14,8 @@
 //!
 //! The first build compiles every dependency again under the new flags (13 minutes on
 //! two busy cores; after that, about a minute to rebuild leafid). The checks then take
-//! about 1 s at `LOOM_MAX_PREEMPTIONS=2`, 6 s at 3 and 40 s at 4 (the close race, three
-//! threads, is most of it). Every check asserts it explored more than one interleaving,
+//! under a second at `LOOM_MAX_PREEMPTIONS=2`, 3 to 6 s at 3 and 15 to 40 s at 4, by
+//! the machine's load (the close race, three threads, is most of it). Every check asserts it explored more than one interleaving,
 //! and each fails when its invariant is broken in `word.rs` (a load and store for the
 //! swap, a raise that reopens a lost limit, an install into a closed word, a gate that
 //! ignores the limit or the epoch, a successor equal to the word were each tried).

@@ -15,10 +15,11 @@
 //! The first build compiles every dependency again under the new flags (13 minutes on
 //! two busy cores; after that, about a minute to rebuild leafid). The checks then take
 //! under a second at `LOOM_MAX_PREEMPTIONS=2`, 3 to 6 s at 3 and 15 to 40 s at 4, by
-//! the machine's load (the close race, three threads, is most of it). Every check asserts it explored more than one interleaving,
-//! and each fails when its invariant is broken in `word.rs` (a load and store for the
-//! swap, a raise that reopens a lost limit, an install into a closed word, a gate that
-//! ignores the limit or the epoch, a successor equal to the word were each tried).
+//! the machine's load (the close race, three threads, is most of it). Every check
+//! asserts it explored more than one interleaving, and each fails when its invariant is
+//! broken in `word.rs` (a load and store for the swap, a raise that reopens a lost
+//! limit, an install into a closed word, a gate that ignores the limit or the epoch, a
+//! successor equal to the word were each tried).
 //!
 //! The model keeps the generator's code and replaces what is not lock-free: the clock
 //! is a script of readings per thread (the model decides each step's time, and the
@@ -44,7 +45,8 @@
 //!    close fails with `Closed`;
 //! 5. `raise` after `lose` leaves the limit lost;
 //! 6. a worker id re-acquired after a lost lease, or taken by a forked child, issues
-//!    only above its floor, and after the install no id carries the old worker id.
+//!    only above its floor; a forked child never issues under its parent's worker id;
+//! 7. a re-acquire racing `close` cannot reopen issuing.
 #![cfg(leafid_loom)]
 
 use leafid::snowflake::word::{

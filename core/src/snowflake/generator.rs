@@ -837,14 +837,20 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
 
 /// Claims `identity` on this host, or fails with `WorkerIdInUse`.
 fn claim_identity(identity: &str) -> Result<IdentityLock> {
-    IdentityLock::try_claim(identity)?.ok_or_else(|| Error::WorkerIdInUse {
-        identity: format!("identity {identity} on this host"),
-        worker_id: None,
-        holder: format!(
-            "another process of this host or another generator of this one \
-             (`ss -xap | grep @leafid/{identity}` shows which)"
-        ),
-        advice: IN_USE_ADVICE.into(),
+    IdentityLock::try_claim(identity)?.ok_or_else(|| {
+        let who = match super::registry::identity_lock::holder_pid(identity) {
+            Some(pid) if pid == std::process::id() => {
+                format!("another generator of this process (pid {pid})")
+            }
+            Some(pid) => format!("pid {pid} on this host"),
+            None => "another process of this host".to_string(),
+        };
+        Error::WorkerIdInUse {
+            identity: format!("identity {identity} on this host"),
+            worker_id: None,
+            holder: format!("{who} (`ss -xap | grep @leafid/{identity}` shows it)"),
+            advice: IN_USE_ADVICE.into(),
+        }
     })
 }
 

@@ -57,6 +57,34 @@ fn address(identity: &str) -> Vec<u8> {
     format!("leafid/{short}#{h:016x}").into_bytes()
 }
 
+/// The process holding `identity` on this host, found the way `ss -xp` finds it: the
+/// socket's inode in `/proc/net/unix`, then the process with a descriptor on it. Best
+/// effort (another user's processes are not readable): `None` when not found.
+pub fn holder_pid(identity: &str) -> Option<u32> {
+    let name = format!("@{}", String::from_utf8_lossy(&address(identity)));
+    let table = std::fs::read_to_string("/proc/net/unix").ok()?;
+    // Columns: Num RefCount Protocol Flags Type St Inode Path
+    let inode = table.lines().skip(1).find_map(|line| {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        (cols.len() >= 8 && cols[7] == name).then(|| cols[6].to_string())
+    })?;
+    let target = format!("socket:[{inode}]");
+    for proc_entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Ok(pid) = proc_entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(proc_entry.path().join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target.as_str()) {
+                return Some(pid);
+            }
+        }
+    }
+    None
+}
+
 /// A held identity; released on [`IdentityLock::release`] or drop.
 #[derive(Debug)]
 pub struct IdentityLock {
@@ -172,6 +200,7 @@ mod tests {
         let id = unique();
         let a = IdentityLock::try_claim(&id).unwrap().expect("free");
         assert!(IdentityLock::try_claim(&id).unwrap().is_none());
+        assert_eq!(holder_pid(&id), Some(std::process::id()));
         assert!(IdentityLock::try_claim(&format!("{id}x"))
             .unwrap()
             .is_some());

@@ -40,6 +40,40 @@ pub fn rejection(env: &Env, e: leafid::Error) -> Error {
     Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
 }
 
+/// Node's own error for a bad argument, as its built-in modules throw them.
+#[derive(Debug, Clone, Copy)]
+pub enum NodeError {
+    /// `TypeError`, `ERR_INVALID_ARG_TYPE`: the wrong kind of value.
+    InvalidArgType,
+    /// `TypeError`, `ERR_INVALID_ARG_VALUE`: the right kind, unusable content.
+    InvalidArgValue,
+    /// `RangeError`, `ERR_OUT_OF_RANGE`: a number outside what is accepted.
+    OutOfRange,
+    /// `RangeError`, `ERR_CRYPTO_INVALID_KEYLEN`: a key of the wrong length.
+    InvalidKeyLength,
+}
+
+/// Throws `kind` with `message` and returns the error napi must not throw again
+/// (its status is `PendingException`, so napi leaves the thrown one in place).
+pub fn node_error(env: &Env, kind: NodeError, message: &str) -> Error {
+    let (range, code) = match kind {
+        NodeError::InvalidArgType => (false, "ERR_INVALID_ARG_TYPE"),
+        NodeError::InvalidArgValue => (false, "ERR_INVALID_ARG_VALUE"),
+        NodeError::OutOfRange => (true, "ERR_OUT_OF_RANGE"),
+        NodeError::InvalidKeyLength => (true, "ERR_CRYPTO_INVALID_KEYLEN"),
+    };
+    let thrown = if range {
+        env.throw_range_error(message, Some(code))
+    } else {
+        env.throw_type_error(message, Some(code))
+    };
+    match thrown {
+        Ok(()) => Error::new(Status::PendingException, message.to_string()),
+        // Nothing was thrown (the environment is tearing down): let napi try.
+        Err(e) => e,
+    }
+}
+
 /// `leafid::Result<T>` → `napi::Result<T, LeafCode>`.
 pub trait IntoJs<T> {
     /// Maps the error side with [`coded`]; napi throws it with `code` set.

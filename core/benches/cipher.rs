@@ -1,6 +1,7 @@
 //! Opaque and string ids: cost per id of `IdCipher` (FF1 with AES-128 and AES-256)
-//! and of base-62, against two floors in the same run: one raw AES-128 block (FF1
-//! costs eleven) and `i64::to_string` (what a decimal string id costs).
+//! and of base-62, against floors and a peer in the same run: one raw AES-128 block
+//! (FF1 costs ten), the `fpe` crate's general FF1 on the same 63 bits, and
+//! `i64::to_string` (what a decimal string id costs).
 //!
 //! Run: `cargo bench -p leafid --bench cipher`. Figures: benches/README.md.
 
@@ -9,6 +10,7 @@ use std::hint::black_box;
 use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use aes::Aes128;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use fpe::ff1::{FlexibleNumeralString, FF1};
 use leafid::{decode_base62, encode_base62, IdCipher};
 
 fn cipher(c: &mut Criterion) {
@@ -20,6 +22,11 @@ fn cipher(c: &mut Criterion) {
         b.iter(|| {
             aes.encrypt_block(black_box(&mut block));
         })
+    });
+    let general = FF1::<Aes128>::new(&[7u8; 16], 2).unwrap();
+    let bits = FlexibleNumeralString::from(vec![1u16; 63]);
+    group.bench_function("peer: fpe crate FF1, radix 2, 63 numerals (AES-128)", |b| {
+        b.iter(|| black_box(general.encrypt(&[], black_box(&bits)).unwrap()))
     });
     for (label, key) in [("AES-128", vec![7u8; 16]), ("AES-256", vec![7u8; 32])] {
         let cipher = IdCipher::new(&key).unwrap();

@@ -112,6 +112,14 @@ fn id_cipher_is_ff1_radix_2_over_63_bits_for_every_key_length() {
 }
 
 #[test]
+fn ciphertexts_are_pinned_across_languages() {
+    // tests/python/test_cipher.py and tests/node/cipher.test.js pin the same values.
+    let cipher = IdCipher::new(&(0u8..16).collect::<Vec<_>>()).unwrap();
+    assert_eq!(cipher.encrypt(12345).unwrap(), 3_911_038_333_464_591_060);
+    assert_eq!(cipher.encrypt(1).unwrap(), 3_373_251_355_954_433_687);
+}
+
+#[test]
 fn cycle_walks_past_zero() {
     // The id FF1 maps to 0 is FF1⁻¹(0); IdCipher must send it elsewhere, and back.
     let key = hex(KEY_128);
@@ -203,6 +211,22 @@ fn debug_never_shows_the_key() {
 }
 
 proptest! {
+    #[test]
+    fn matches_the_fpe_crate_for_random_keys_and_ids(
+        id in 1..=i64::MAX,
+        key in proptest::collection::vec(any::<u8>(), 32),
+        size in prop_oneof![Just(16usize), Just(24), Just(32)],
+    ) {
+        let key = &key[..size];
+        let want = match size {
+            16 => reference::<Aes128>(key, id as u64),
+            24 => reference::<Aes192>(key, id as u64),
+            _ => reference::<Aes256>(key, id as u64),
+        };
+        prop_assume!(want != 0);
+        prop_assert_eq!(IdCipher::new(key).unwrap().encrypt(id).unwrap() as u64, want);
+    }
+
     #[test]
     fn decrypt_inverts_encrypt(id in 1..=i64::MAX, key in proptest::collection::vec(any::<u8>(), 32)) {
         let cipher = IdCipher::new(&key).unwrap();

@@ -16,7 +16,10 @@
 //! `fpe` crate's general implementation (itself checked against NIST's samples there)
 //! for all three key sizes.
 
-use aes::cipher::{consts::U16, Array, BlockCipherEncrypt};
+use aes::cipher::consts::U16;
+use aes::cipher::{
+    Array, BlockCipherEncBackend, BlockCipherEncClosure, BlockCipherEncrypt, BlockSizeUser,
+};
 
 /// Numerals in A, the first half (the high bits).
 const U: u32 = 31;
@@ -44,23 +47,83 @@ impl<C: BlockCipherEncrypt<BlockSize = U16>> Ff1Bits63<C> {
         }
     }
 
+    /// FF1.Encrypt (or FF1.Decrypt) of every id of `ids` in place, walking on past 0
+    /// (see [`super`]). Every id must be in `1..=i64::MAX`.
+    ///
+    /// The AES backend (AES-NI, VAES or software) is chosen once for the whole slice:
+    /// going through `encrypt_block` per round repeats that dispatch ten times per id,
+    /// which costs more than the AES rounds themselves.
+    pub(crate) fn permute(&self, ids: &mut [i64], encrypt: bool) {
+        self.aes.encrypt_with_backend(Permute {
+            p_mac: &self.p_mac,
+            ids,
+            encrypt,
+        });
+    }
+}
+
+/// The work [`Ff1Bits63::permute`] hands to the AES backend.
+struct Permute<'a> {
+    p_mac: &'a [u8; 16],
+    ids: &'a mut [i64],
+    encrypt: bool,
+}
+
+impl BlockSizeUser for Permute<'_> {
+    type BlockSize = U16;
+}
+
+impl BlockCipherEncClosure for Permute<'_> {
+    #[inline(always)]
+    fn call<B: BlockCipherEncBackend<BlockSize = U16>>(self, backend: &B) {
+        let rounds = Rounds {
+            p_mac: self.p_mac,
+            backend,
+        };
+        for id in self.ids.iter_mut() {
+            let mut x = *id as u64;
+            // Cycle walking: FF1 permutes 0..2^63; 0 is outside the domain, so walk on
+            // along FF1's cycle until the value is back inside (once, for one id).
+            loop {
+                x = if self.encrypt {
+                    rounds.encrypt(x)
+                } else {
+                    rounds.decrypt(x)
+                };
+                if x != 0 {
+                    break;
+                }
+            }
+            *id = x as i64;
+        }
+    }
+}
+
+/// FF1's ten Feistel rounds on one backend.
+struct Rounds<'a, B> {
+    p_mac: &'a [u8; 16],
+    backend: &'a B,
+}
+
+impl<B: BlockCipherEncBackend<BlockSize = U16>> Rounds<'_, B> {
     /// Steps 6i–6iv: y = NUM(S) for round `i` with `half` as the PRF's numeral input.
-    #[inline]
+    #[inline(always)]
     fn round_value(&self, i: u8, half: u32) -> u64 {
         // Q = [0]^11 ‖ [i] ‖ [NUM(half)]^4, chained onto AES(P) (CBC with a zero IV).
-        let mut q = self.p_mac;
+        let mut q = *self.p_mac;
         q[11] ^= i;
         for (byte, h) in q[12..].iter_mut().zip(half.to_be_bytes()) {
             *byte ^= h;
         }
         let mut block = Array::from(q);
-        self.aes.encrypt_block(&mut block);
+        self.backend.encrypt_block_inplace(&mut block);
         let r: [u8; 16] = block.into();
         u64::from_be_bytes(r[..8].try_into().expect("8 bytes"))
     }
 
     /// FF1.Encrypt(K, [], X) for X = the 63 low bits of `x`.
-    pub(crate) fn encrypt(&self, x: u64) -> u64 {
+    #[inline(always)]
+    fn encrypt(&self, x: u64) -> u64 {
         // Steps 1–2: A = the first u numerals, B = the last v.
         let (mut a, mut b) = ((x >> V) as u32, x as u32);
         for i in 0..10u8 {
@@ -77,7 +140,8 @@ impl<C: BlockCipherEncrypt<BlockSize = U16>> Ff1Bits63<C> {
     }
 
     /// FF1.Decrypt(K, [], X) for X = the 63 low bits of `x`.
-    pub(crate) fn decrypt(&self, x: u64) -> u64 {
+    #[inline(always)]
+    fn decrypt(&self, x: u64) -> u64 {
         let (mut a, mut b) = ((x >> V) as u32, x as u32);
         for i in (0..10u8).rev() {
             let m = if i % 2 == 0 { U } else { V };

@@ -98,77 +98,65 @@ impl IdCipher {
 
     /// The opaque form of `id`, in `1..=i64::MAX`. Refuses 0 and negative ids.
     pub fn encrypt(&self, id: i64) -> Result<i64> {
-        let mut x = check(id, "encrypt")?;
-        loop {
-            x = self.ff1(x, true);
-            // Cycle walking: 0 is outside the domain; walk on to the next point of
-            // FF1's cycle, which decrypt walks back along.
-            if x != 0 {
-                return Ok(x as i64);
-            }
-        }
+        let mut one = [id];
+        self.encrypt_in_place(&mut one)?;
+        Ok(one[0])
     }
 
     /// The id whose opaque form is `id`. Refuses 0 and negative ids.
     pub fn decrypt(&self, id: i64) -> Result<i64> {
-        let mut x = check(id, "decrypt")?;
-        loop {
-            x = self.ff1(x, false);
-            if x != 0 {
-                return Ok(x as i64);
-            }
-        }
+        let mut one = [id];
+        self.decrypt_in_place(&mut one)?;
+        Ok(one[0])
     }
 
-    /// Encrypts every id of `ids` in place. On an invalid id nothing after it is
-    /// touched and the error names it; ids before it are already encrypted.
+    /// Encrypts every id of `ids` in place. If any id is 0 or negative, nothing is
+    /// changed and the error names the first such id.
     pub fn encrypt_in_place(&self, ids: &mut [i64]) -> Result<()> {
-        for id in ids.iter_mut() {
-            *id = self.encrypt(*id)?;
-        }
+        check(ids, "encrypt")?;
+        self.permute(ids, true);
         Ok(())
     }
 
     /// Decrypts every id of `ids` in place (as [`encrypt_in_place`](Self::encrypt_in_place)).
     pub fn decrypt_in_place(&self, ids: &mut [i64]) -> Result<()> {
-        for id in ids.iter_mut() {
-            *id = self.decrypt(*id)?;
-        }
+        check(ids, "decrypt")?;
+        self.permute(ids, false);
         Ok(())
     }
 
     /// The opaque forms of `ids`, in order; fails whole on the first invalid id.
     pub fn encrypt_many(&self, ids: &[i64]) -> Result<Vec<i64>> {
-        ids.iter().map(|&id| self.encrypt(id)).collect()
+        let mut out = ids.to_vec();
+        self.encrypt_in_place(&mut out)?;
+        Ok(out)
     }
 
     /// The ids whose opaque forms are `ids`, in order; fails whole on the first
     /// invalid id.
     pub fn decrypt_many(&self, ids: &[i64]) -> Result<Vec<i64>> {
-        ids.iter().map(|&id| self.decrypt(id)).collect()
+        let mut out = ids.to_vec();
+        self.decrypt_in_place(&mut out)?;
+        Ok(out)
     }
 
-    /// One FF1 call over 63 bits (no cycle walking).
-    #[inline]
-    fn ff1(&self, x: u64, encrypt: bool) -> u64 {
-        match (&self.ff1, encrypt) {
-            (Ff1::Aes128(f), true) => f.encrypt(x),
-            (Ff1::Aes128(f), false) => f.decrypt(x),
-            (Ff1::Aes192(f), true) => f.encrypt(x),
-            (Ff1::Aes192(f), false) => f.decrypt(x),
-            (Ff1::Aes256(f), true) => f.encrypt(x),
-            (Ff1::Aes256(f), false) => f.decrypt(x),
+    /// FF1 with cycle walking over ids already checked to be in the domain.
+    fn permute(&self, ids: &mut [i64], encrypt: bool) {
+        match &self.ff1 {
+            Ff1::Aes128(f) => f.permute(ids, encrypt),
+            Ff1::Aes192(f) => f.permute(ids, encrypt),
+            Ff1::Aes256(f) => f.permute(ids, encrypt),
         }
     }
 }
 
-/// `id` as the 63-bit value FF1 works on, or the error for an id outside the domain.
-fn check(id: i64, op: &str) -> Result<u64> {
-    if id <= 0 {
-        return Err(Error::InvalidConfig(format!(
+/// The error for the first id of `ids` outside the domain, if any.
+fn check(ids: &[i64], op: &str) -> Result<()> {
+    match ids.iter().find(|&&id| id <= 0) {
+        None => Ok(()),
+        Some(id) => Err(Error::InvalidConfig(format!(
             "cannot {op} id {id}: IdCipher works on ids 1..=9223372036854775807 (positive i64); \
              pass the id as issued"
-        )));
+        ))),
     }
-    Ok(id as u64)
 }

@@ -46,8 +46,8 @@ pub fn encode_base62_bytes(id: i64) -> Result<[u8; BASE62_LEN]> {
 /// `id` as an 11-character base-62 string. Refuses a negative id.
 pub fn encode_base62(id: i64) -> Result<String> {
     let bytes = encode_base62_bytes(id)?;
-    // Every byte comes from ALPHABET, which is ASCII.
-    Ok(bytes.iter().map(|&b| b as char).collect())
+    // Every byte comes from ALPHABET, which is ASCII, so always UTF-8.
+    Ok(std::str::from_utf8(&bytes).expect("ASCII").to_owned())
 }
 
 /// The id an 11-character base-62 string encodes.

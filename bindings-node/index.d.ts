@@ -242,7 +242,8 @@ export declare function jsSafeLayout(): Layout;
  * answer as Rust and Python.
  *
  * Encrypted ids are positive 64-bit ids but not ordered: store the plain id, show the
- * encrypted one. Errors: a key that is not a `Uint8Array` (a `Buffer` is one) or an id
+ * encrypted one. `encrypt` and `decrypt` are own, bound functions of each instance
+ * (the fast path), usable detached. Errors: a key that is not a `Uint8Array` (a `Buffer` is one) or an id
  * that is not a bigint is a `TypeError` (`ERR_INVALID_ARG_TYPE`); a key that is not
  * 16, 24 or 32 bytes a `RangeError` (`ERR_CRYPTO_INVALID_KEYLEN`); an id that is 0,
  * negative or past 2^63-1 a `RangeError` (`ERR_OUT_OF_RANGE`).

@@ -8,16 +8,20 @@
 //! (`ERR_CRYPTO_INVALID_KEYLEN`, as `crypto.createCipheriv`); a malformed base-62
 //! string a `TypeError` (`ERR_INVALID_ARG_VALUE`). Messages are the core's.
 
+use std::sync::Arc;
+
 use leafid::IdCipher;
 use napi::bindgen_prelude::*;
+use napi::sys;
 use napi_derive::napi;
 
-use crate::error::{node_error, NodeError};
+use crate::error::{node_error, throw_node_error, NodeError};
+use crate::fast;
 
 /// A keyed, reversible permutation of the positive 63-bit ids (NIST FF1 with AES).
 #[napi(js_name = "IdCipher")]
 pub struct JsIdCipher {
-    inner: IdCipher,
+    inner: Arc<IdCipher>,
 }
 
 /// `value` as a `T`, or the `TypeError` naming what was expected.
@@ -27,24 +31,60 @@ fn arg<T: FromNapiValue>(env: &Env, value: Unknown<'_>, expected: &str) -> Resul
         .map_err(|_| node_error(env, NodeError::InvalidArgType, expected))
 }
 
-/// A bigint argument as an `i64`; one that does not fit is the core's out-of-domain
-/// message.
-fn id_arg(env: &Env, value: Unknown<'_>) -> Result<i64> {
-    let id: BigInt = arg(env, value, "the id must be a bigint")?;
-    match id.get_i64() {
-        (id, true) => Ok(id),
-        _ => Err(node_error(
-            env,
-            NodeError::OutOfRange,
-            "the id must be a bigint in 1n..=9223372036854775807n",
-        )),
-    }
+/// `cipher.encrypt(id)`: a bound function (see [`JsIdCipher::new`]).
+unsafe extern "C" fn encrypt(env: sys::napi_env, info: sys::napi_callback_info) -> fast::Raw {
+    // SAFETY: installed by `JsIdCipher::new` with an `Arc<IdCipher>`.
+    unsafe { apply(env, info, |c, id| c.encrypt(id)) }
 }
 
-/// A core refusal of an id as a `RangeError`.
-fn id_result(env: &Env, r: leafid::Result<i64>) -> Result<BigInt> {
-    r.map(BigInt::from)
-        .map_err(|e| node_error(env, NodeError::OutOfRange, &e.to_string()))
+/// `cipher.decrypt(id)`: a bound function (see [`JsIdCipher::new`]).
+unsafe extern "C" fn decrypt(env: sys::napi_env, info: sys::napi_callback_info) -> fast::Raw {
+    // SAFETY: installed by `JsIdCipher::new` with an `Arc<IdCipher>`.
+    unsafe { apply(env, info, |c, id| c.decrypt(id)) }
+}
+
+/// Reads the bigint argument, runs `op`, returns the bigint or throws.
+///
+/// # Safety
+/// Only for callbacks bound with an `Arc<IdCipher>` state; `env`/`info` are theirs.
+#[inline]
+unsafe fn apply(
+    env: sys::napi_env,
+    info: sys::napi_callback_info,
+    op: impl FnOnce(&IdCipher, i64) -> leafid::Result<i64>,
+) -> fast::Raw {
+    let mut argv = [std::ptr::null_mut(); 1];
+    // SAFETY (whole block): the callback's own env, info and values; out-pointers are
+    // locals.
+    unsafe {
+        let cipher = fast::state::<Arc<IdCipher>, 1>(env, info, &mut argv);
+        let (mut id, mut lossless) = (0i64, false);
+        if sys::napi_get_value_bigint_int64(env, argv[0], &mut id, &mut lossless)
+            != sys::Status::napi_ok
+        {
+            throw_node_error(env, NodeError::InvalidArgType, "the id must be a bigint");
+            return std::ptr::null_mut();
+        }
+        if !lossless {
+            throw_node_error(
+                env,
+                NodeError::OutOfRange,
+                "the id must be a bigint in 1n..=9223372036854775807n",
+            );
+            return std::ptr::null_mut();
+        }
+        match op(cipher, id) {
+            Ok(out) => {
+                let mut value = std::ptr::null_mut();
+                sys::napi_create_bigint_int64(env, out, &mut value);
+                value
+            }
+            Err(e) => {
+                throw_node_error(env, NodeError::OutOfRange, &e.to_string());
+                std::ptr::null_mut()
+            }
+        }
+    }
 }
 
 /// Runs `op` over a copy of a `BigInt64Array` argument.
@@ -62,26 +102,22 @@ fn many(
 #[napi]
 impl JsIdCipher {
     /// A cipher under `key`: 16, 24 or 32 bytes (AES-128, AES-192, AES-256).
+    ///
+    /// `encrypt` and `decrypt` become own, bound functions of the instance (see
+    /// [`crate::fast`]): a call reads its cipher from the function's data.
     #[napi(constructor, ts_args_type = "key: Uint8Array")]
-    pub fn new(env: Env, key: Unknown<'_>) -> Result<Self> {
+    pub fn new(env: Env, this: This<Object<'_>>, key: Unknown<'_>) -> Result<Self> {
         let key: Uint8Array = arg(&env, key, "the key must be a Buffer or Uint8Array")?;
-        IdCipher::new(&key)
-            .map(|inner| JsIdCipher { inner })
-            .map_err(|e| node_error(&env, NodeError::InvalidKeyLength, &e.to_string()))
-    }
-
-    /// The opaque form of `id`.
-    #[napi(ts_args_type = "id: bigint", ts_return_type = "bigint")]
-    pub fn encrypt(&self, env: Env, id: Unknown<'_>) -> Result<BigInt> {
-        let id = id_arg(&env, id)?;
-        id_result(&env, self.inner.encrypt(id))
-    }
-
-    /// The id whose opaque form is `id`.
-    #[napi(ts_args_type = "id: bigint", ts_return_type = "bigint")]
-    pub fn decrypt(&self, env: Env, id: Unknown<'_>) -> Result<BigInt> {
-        let id = id_arg(&env, id)?;
-        id_result(&env, self.inner.decrypt(id))
+        let inner = Arc::new(
+            IdCipher::new(&key)
+                .map_err(|e| node_error(&env, NodeError::InvalidKeyLength, &e.to_string()))?,
+        );
+        // SAFETY: `this` is the object under construction, in this call's env.
+        unsafe {
+            fast::bind(env.raw(), this.raw(), c"encrypt", inner.clone(), encrypt)?;
+            fast::bind(env.raw(), this.raw(), c"decrypt", inner.clone(), decrypt)?;
+        }
+        Ok(JsIdCipher { inner })
     }
 
     /// `encrypt` over every id, into a new array.

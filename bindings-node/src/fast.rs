@@ -64,10 +64,13 @@ impl<T: TypeName> TypeName for Bound<T> {
     }
 }
 
+/// # Safety
+/// `env` and `obj` must be live values of the current call.
+///
 /// Creates a function `name` whose `data` is `state` (freed when the function is
 /// collected) and defines it on `obj`, writable and configurable like a method, not
 /// enumerable.
-unsafe fn bind<S: Send + 'static>(
+pub unsafe fn bind<S: Send + 'static>(
     env: sys::napi_env,
     obj: Raw,
     name: &'static CStr,

@@ -133,26 +133,141 @@ impl JsIdCipher {
     }
 }
 
-/// `id` (0n..2n**63n-1n) as 11 base-62 characters whose order is the ids' order.
-#[napi(ts_args_type = "id: bigint", ts_return_type = "string")]
-pub fn encode_base62(env: Env, id: Unknown<'_>) -> Result<String> {
-    let id: BigInt = arg(&env, id, "the id must be a bigint")?;
-    let (id, lossless) = id.get_i64();
-    if !lossless {
-        return Err(node_error(
-            &env,
-            NodeError::OutOfRange,
-            "the id must be a bigint in 0n..=9223372036854775807n",
-        ));
+/// Defines `encodeBase62` and `decodeBase62` on the module's exports as plain
+/// Node-API functions: no class, no state, so none of napi-derive's per-call
+/// bookkeeping (it costs several times the encoding itself).
+#[napi(module_exports)]
+pub fn base62_exports(exports: Object<'_>, env: Env) -> Result<()> {
+    let functions: [(&std::ffi::CStr, fast::Callback); 2] = [
+        (c"encodeBase62", encode_base62),
+        (c"decodeBase62", decode_base62),
+    ];
+    for (name, cb) in functions {
+        let mut func = std::ptr::null_mut();
+        // SAFETY: Node-API calls on the live env of module registration; `name` is
+        // NUL-terminated and `func` a local.
+        unsafe {
+            check_status!(sys::napi_create_function(
+                env.raw(),
+                name.as_ptr(),
+                name.to_bytes().len() as isize,
+                Some(cb),
+                std::ptr::null_mut(),
+                &mut func,
+            ))?;
+            check_status!(sys::napi_set_named_property(
+                env.raw(),
+                exports.raw(),
+                name.as_ptr(),
+                func
+            ))?;
+        }
     }
-    leafid::encode_base62(id).map_err(|e| node_error(&env, NodeError::OutOfRange, &e.to_string()))
+    Ok(())
 }
 
-/// The id an 11-character base-62 string encodes.
-#[napi(ts_args_type = "s: string", ts_return_type = "bigint")]
-pub fn decode_base62(env: Env, s: Unknown<'_>) -> Result<BigInt> {
-    let s: String = arg(&env, s, "the base-62 id must be a string")?;
-    leafid::decode_base62(&s)
-        .map(BigInt::from)
-        .map_err(|e| node_error(&env, NodeError::InvalidArgValue, &e.to_string()))
+/// `encodeBase62(id)`: `id` (0n..2n**63n-1n) as 11 base-62 characters whose order is
+/// the ids' order.
+unsafe extern "C" fn encode_base62(env: sys::napi_env, info: sys::napi_callback_info) -> fast::Raw {
+    let mut argv = [std::ptr::null_mut(); 1];
+    let mut argc = 1usize;
+    // SAFETY (whole block): the callback's own env, info and values; out-pointers are
+    // locals.
+    unsafe {
+        let (this, data) = (std::ptr::null_mut(), std::ptr::null_mut());
+        sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), this, data);
+        let (mut id, mut lossless) = (0i64, false);
+        if sys::napi_get_value_bigint_int64(env, argv[0], &mut id, &mut lossless)
+            != sys::Status::napi_ok
+        {
+            throw_node_error(env, NodeError::InvalidArgType, "the id must be a bigint");
+            return std::ptr::null_mut();
+        }
+        if !lossless {
+            throw_node_error(
+                env,
+                NodeError::OutOfRange,
+                "the id must be a bigint in 0n..=9223372036854775807n",
+            );
+            return std::ptr::null_mut();
+        }
+        match leafid::base62::encode_base62_bytes(id) {
+            Ok(bytes) => {
+                let mut out = std::ptr::null_mut();
+                // `bytes` is ASCII, so Latin-1; V8 copies it.
+                sys::napi_create_string_latin1(
+                    env,
+                    bytes.as_ptr().cast(),
+                    bytes.len() as isize,
+                    &mut out,
+                );
+                out
+            }
+            Err(e) => {
+                throw_node_error(env, NodeError::OutOfRange, &e.to_string());
+                std::ptr::null_mut()
+            }
+        }
+    }
+}
+
+/// `decodeBase62(s)`: the id an 11-character base-62 string encodes.
+unsafe extern "C" fn decode_base62(env: sys::napi_env, info: sys::napi_callback_info) -> fast::Raw {
+    let mut argv = [std::ptr::null_mut(); 1];
+    let mut argc = 1usize;
+    // SAFETY (whole block): the callback's own env, info and values; out-pointers are
+    // locals, and each buffer passed has the length given with it.
+    unsafe {
+        let (this, data) = (std::ptr::null_mut(), std::ptr::null_mut());
+        sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), this, data);
+        // A valid id is 11 bytes; a longer string is read whole so the core's message
+        // can quote it.
+        let mut buf = [0u8; 64];
+        let mut len = 0usize;
+        if sys::napi_get_value_string_utf8(
+            env,
+            argv[0],
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut len,
+        ) != sys::Status::napi_ok
+        {
+            throw_node_error(
+                env,
+                NodeError::InvalidArgType,
+                "the base-62 id must be a string",
+            );
+            return std::ptr::null_mut();
+        }
+        let spill;
+        let s: &[u8] = if len + 1 < buf.len() {
+            &buf[..len]
+        } else {
+            sys::napi_get_value_string_utf8(env, argv[0], std::ptr::null_mut(), 0, &mut len);
+            let mut all = vec![0u8; len + 1];
+            sys::napi_get_value_string_utf8(
+                env,
+                argv[0],
+                all.as_mut_ptr().cast(),
+                all.len(),
+                &mut len,
+            );
+            all.truncate(len);
+            spill = all;
+            &spill
+        };
+        // Node writes whole UTF-8 characters, so this is valid UTF-8.
+        let s = String::from_utf8_lossy(s);
+        match leafid::decode_base62(&s) {
+            Ok(id) => {
+                let mut out = std::ptr::null_mut();
+                sys::napi_create_bigint_int64(env, id, &mut out);
+                out
+            }
+            Err(e) => {
+                throw_node_error(env, NodeError::InvalidArgValue, &e.to_string());
+                std::ptr::null_mut()
+            }
+        }
+    }
 }

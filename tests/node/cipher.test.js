@@ -99,6 +99,8 @@ test('base-62: malformed strings are TypeErrors, bad ids RangeErrors', () => {
     ['', /0 bytes/],
     ['0000000000', /10 bytes/],
     ['0000000000-', /position 10/],
+    ['0'.repeat(100), /100 bytes/],
+    ['00000000é0', /position 8/],
     ['AzL8n0Y58m8', /past the largest id/],
     ['zzzzzzzzzzz', /past the largest id/],
   ]) {

@@ -20,7 +20,8 @@ fn id_arg(id: &Bound<'_, PyAny>) -> PyResult<i64> {
 
 /// Several int arguments as `i64`s, with the same mapping as [`id_arg`].
 fn ids_arg(ids: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
-    ids.extract::<Vec<i64>>().map_err(|e| out_of_range(ids.py(), e))
+    ids.extract::<Vec<i64>>()
+        .map_err(|e| out_of_range(ids.py(), e))
 }
 
 fn out_of_range(py: Python<'_>, e: PyErr) -> PyErr {

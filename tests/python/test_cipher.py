@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 import random
+from pathlib import Path
 
 import pytest
 
@@ -130,7 +131,7 @@ def test_js_safe_layout_preset() -> None:
         leafid.Layout(41, 3, 8)
 
 
-def test_js_safe_snowflake_ids_stay_below_2_pow_53(tmp_path) -> None:
+def test_js_safe_snowflake_ids_stay_below_2_pow_53(tmp_path: Path) -> None:
     with leafid.SnowflakeGenerator(
         registry="fixed:7", layout=leafid.Layout.js_safe(), cache_dir=str(tmp_path)
     ) as gen:

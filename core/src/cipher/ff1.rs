@@ -1,8 +1,8 @@
 //! NIST SP 800-38G FF1, specialised to one shape: radix 2, 63 numerals, empty tweak.
 //!
 //! The `fpe` crate implements FF1 for any radix and length, and pays for it per call:
-//! each Feistel round clones the AES key schedule into a fresh CBC-MAC state and walks
-//! byte iterators. With the shape fixed, every length in the algorithm is a constant
+//! each Feistel round clones the AES key schedule into a fresh CBC-MAC state, and its
+//! numeral strings do bignum arithmetic. With the shape fixed, every length in the algorithm is a constant
 //! and each round is one AES block on a stack array, so this file does only what the
 //! standard's steps say (numbered as in SP 800-38G §6.2, Algorithm 7):
 //!

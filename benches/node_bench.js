@@ -59,6 +59,17 @@ function perIdInBatch(fn, size) {
   return rounds.sort((a, b) => a - b)[2];
 }
 
+// 1..=n as a BigInt64Array, built once per size.
+const idArrays = new Map();
+function manyIds(n) {
+  if (!idArrays.has(n)) {
+    const a = new BigInt64Array(n);
+    for (let i = 0; i < n; i++) a[i] = BigInt(i + 1);
+    idArrays.set(n, a);
+  }
+  return idArrays.get(n);
+}
+
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'leafid-bench-'));
   // A step large enough that the loops measure the hot path, not refills.
@@ -83,6 +94,13 @@ async function main() {
   const FlakeId = peer('flake-idgen');
   const flake = new FlakeId({ id: 1 });
 
+  // Opaque and string ids (issue 15): goal ≤ 2× crypto.randomUUID() per id, and
+  // nextIdString within 2× of nextId.
+  const cipher = new leafid.IdCipher(Buffer.from([...Array(16).keys()]));
+  const opaque = cipher.encrypt(123456789n);
+  const b62 = leafid.encodeBase62(123456789n);
+  let plain = 0n;
+
   let counter = 0n;
   const rows = [
     ['floor: bigint counter (`c += 1n`)', () => (counter += 1n)],
@@ -90,6 +108,13 @@ async function main() {
     ["leafid segment `gen.nextId('bench')`", () => seg.nextId('bench')],
     ['leafid snowflake `sf.nextId()` (41+1+21)', () => wide.nextId()],
     ['leafid snowflake `sf.nextId()` (Leaf 41+10+12, ≤ 4096/ms)', () => sf.nextId()],
+    ['leafid segment `handle.nextIdString()`', () => handle.nextIdString()],
+    ['leafid snowflake `sf.nextIdString()` (41+1+21)', () => wide.nextIdString()],
+    ['floor: `String(bigint)` of an id', () => String(2124926727518965824n + (counter += 1n))],
+    ['leafid `cipher.encrypt(id)` (FF1/AES-128)', () => cipher.encrypt((plain += 1n))],
+    ['leafid `cipher.decrypt(id)` (FF1/AES-128)', () => cipher.decrypt(opaque)],
+    ['leafid `encodeBase62(id)`', () => leafid.encodeBase62((plain += 1n))],
+    ['leafid `decodeBase62(s)`', () => leafid.decodeBase62(b62)],
     ['`crypto.randomUUID()`', () => crypto.randomUUID()],
     ['`uuid` v7()', () => uuidv7()],
     ['`@sapphire/snowflake` generate()', () => sapphire.generate()],
@@ -122,6 +147,7 @@ async function main() {
     ['leafid segment `handle.nextIds(1_000_000)`', (n) => handle.nextIds(n)],
     ["leafid segment `gen.nextIds('bench', 1_000_000)`", (n) => seg.nextIds('bench', n)],
     ['leafid snowflake `sf.nextIds(1_000_000)` (41+1+21)', (n) => wide.nextIds(n)],
+    ['leafid `cipher.encryptMany(BigInt64Array(1_000_000))`', (n) => cipher.encryptMany(manyIds(n))],
   ];
   out.push('');
   out.push('| batch | ns per id | ids/s |');

@@ -107,6 +107,19 @@ def main() -> None:
         loops.append(("sonyflake: next_id()", lambda: loop_call(sony.next_id, 20_000)))
     except ImportError:
         print("sonyflake not installed", file=sys.stderr)
+    # Opaque and string ids (issue 15): goal ≤ 2× uuid_utils.uuid7() per id.
+    cipher = leafid.IdCipher(bytes(range(16)))
+    public = cipher.encrypt(123_456_789)
+    b62 = leafid.encode_base62(123_456_789)
+    loops += [
+        ("leafid: cipher.encrypt(id) (FF1/AES-128)",
+         lambda: loop_call(functools.partial(cipher.encrypt, 123_456_789), N)),
+        ("leafid: cipher.decrypt(id) (FF1/AES-128)",
+         lambda: loop_call(functools.partial(cipher.decrypt, public), N)),
+        ("leafid: encode_base62(id)", lambda: loop_call(functools.partial(leafid.encode_base62, 123_456_789), N)),
+        ("leafid: decode_base62(s)", lambda: loop_call(functools.partial(leafid.decode_base62, b62), N)),
+        ("floor: str(id)", lambda: loop_call(functools.partial(str, 2_124_926_727_518_965_824), N)),
+    ]
     rows = interleaved(loops)
     floor = rows[0][1]
     print(f"Python {sys.version.split()[0]}, best of {REPEATS} loops of {N:,} calls\n")
@@ -117,6 +130,9 @@ def main() -> None:
     print(f"| handle.next_ids(1_000_000) | {batch_rate(h.next_ids) / 1e6:.1f} M |")
     print(f"| handle.next_ids_array(1_000_000) (array('q')) | {batch_rate(h.next_ids_array) / 1e6:.1f} M |")
     print(f"| snowflake (41+1+21) next_ids(1_000_000) | {batch_rate(wide.next_ids) / 1e6:.1f} M |")
+    plain = list(range(1, 1_000_001))
+    print(f"| cipher.encrypt_many(list of 1_000_000 ids) | "
+          f"{batch_rate(lambda n: cipher.encrypt_many(plain)) / 1e6:.1f} M |")
     big = 1 << 40
     print(f"| floor: list(range(2**40, 2**40 + n)) | "
           f"{batch_rate(lambda n: list(range(big, big + n))) / 1e6:.1f} M |")

@@ -6,8 +6,8 @@
 // - `connect`, the admin calls and `close` return Promises and run on libuv's thread
 //   pool; `nextId`/`nextIds` are synchronous and never wait on I/O (except a segment
 //   generator whose two segments are both spent: it waits up to `waitTimeoutMs`).
-// - `nextId` is an own, bound function of each generator and handle (the fast path):
-//   `const next = handle.nextId; next()` works.
+// - `nextId`, `nextIds` and `nextIdString` are own, bound functions of each generator
+//   and handle (the fast path): `const next = handle.nextId; next()` works.
 // - Generators cannot cross `worker_threads` (they are native objects): connect one per
 //   thread, to the same URL; ids stay unique. Under `cluster` every worker connects
 //   its own, with its own segments and worker id.
@@ -228,5 +228,49 @@ export interface DecodedId {
 export declare function decode(id: bigint, layout?: Layout): DecodedId;
 /** Leaf's layout: 41 + 10 + 12 bits, epoch 1288834974657. */
 export declare function leafLayout(): Layout;
+/**
+ * A layout whose ids stay below 2^53, so they are exact as a JS `number` and in JSON:
+ * 41 timestamp bits (until 2080-07-10), 3 worker bits (worker ids 0..7), 9 sequence
+ * bits (512 ids per ms per worker), Leaf's epoch. `new Layout` bits must sum to 63, or
+ * to 53 like this one.
+ */
+export declare function jsSafeLayout(): Layout;
+
+/**
+ * A keyed, reversible permutation of the positive ids `1n..2n**63n-1n` (NIST SP
+ * 800-38G FF1 with AES): public ids that reveal no count and no time. Same key, same
+ * answer as Rust and Python.
+ *
+ * Encrypted ids are positive 64-bit ids but not ordered: store the plain id, show the
+ * encrypted one. `encrypt` and `decrypt` are own, bound functions of each instance
+ * (the fast path), usable detached. Errors: a key that is not a `Uint8Array` (a `Buffer` is one) or an id
+ * that is not a bigint is a `TypeError` (`ERR_INVALID_ARG_TYPE`); a key that is not
+ * 16, 24 or 32 bytes a `RangeError` (`ERR_CRYPTO_INVALID_KEYLEN`); an id that is 0,
+ * negative or past 2^63-1 a `RangeError` (`ERR_OUT_OF_RANGE`).
+ */
+export declare class IdCipher {
+  /** `key`: 16, 24 or 32 secret bytes (AES-128, AES-192, AES-256); keep it forever. */
+  constructor(key: Uint8Array);
+  /** The opaque form of `id`. */
+  encrypt(id: bigint): bigint;
+  /** The id whose opaque form is `id`. */
+  decrypt(id: bigint): bigint;
+  /** `encrypt` over every id, into a new array; throws on the first invalid id. */
+  encryptMany(ids: BigInt64Array): BigInt64Array;
+  /** `decrypt` over every id, into a new array; throws on the first invalid id. */
+  decryptMany(ids: BigInt64Array): BigInt64Array;
+}
+
+/**
+ * `id` (`0n..2n**63n-1n`) as 11 characters of `0-9A-Za-z` whose string order (`<`,
+ * `sort()`) is the ids' order. An encoding, not encryption. A negative or oversized id
+ * is a `RangeError` (`ERR_OUT_OF_RANGE`), a non-bigint a `TypeError`.
+ */
+export declare function encodeBase62(id: bigint): string;
+/**
+ * The id an 11-character base-62 string encodes. A wrong length, a character outside
+ * `0-9A-Za-z` or a value past 2^63-1 is a `TypeError` (`ERR_INVALID_ARG_VALUE`).
+ */
+export declare function decodeBase62(s: string): bigint;
 /** Leaf's epoch, ms since the Unix epoch. */
 export declare const LEAF_EPOCH: number;

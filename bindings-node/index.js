@@ -8,5 +8,9 @@ module.exports = {
   SnowflakeGenerator: native.SnowflakeGenerator,
   decode: native.decode,
   leafLayout: native.leafLayout,
+  jsSafeLayout: native.jsSafeLayout,
+  IdCipher: native.IdCipher,
+  encodeBase62: native.encodeBase62,
+  decodeBase62: native.decodeBase62,
   LEAF_EPOCH: native.LEAF_EPOCH,
 };

@@ -1,5 +1,6 @@
 // ES module entry: the same exports as index.js.
 import leafid from './index.js';
 
-export const { SegmentGenerator, TagHandle, SnowflakeGenerator, decode, leafLayout, LEAF_EPOCH } = leafid;
+export const { SegmentGenerator, TagHandle, SnowflakeGenerator, decode, leafLayout, LEAF_EPOCH,
+  jsSafeLayout, IdCipher, encodeBase62, decodeBase62 } = leafid;
 export default leafid;

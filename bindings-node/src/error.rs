@@ -40,6 +40,55 @@ pub fn rejection(env: &Env, e: leafid::Error) -> Error {
     Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
 }
 
+/// Node's own error for a bad argument, as its built-in modules throw them.
+#[derive(Debug, Clone, Copy)]
+pub enum NodeError {
+    /// `TypeError`, `ERR_INVALID_ARG_TYPE`: the wrong kind of value.
+    InvalidArgType,
+    /// `TypeError`, `ERR_INVALID_ARG_VALUE`: the right kind, unusable content.
+    InvalidArgValue,
+    /// `RangeError`, `ERR_OUT_OF_RANGE`: a number outside what is accepted.
+    OutOfRange,
+    /// `RangeError`, `ERR_CRYPTO_INVALID_KEYLEN`: a key of the wrong length.
+    InvalidKeyLength,
+}
+
+/// Throws `kind` with `message` and returns the error napi must not throw again
+/// (its status is `PendingException`, so napi leaves the thrown one in place).
+pub fn node_error(env: &Env, kind: NodeError, message: &str) -> Error {
+    // SAFETY: `env` is the live environment of the current call.
+    if unsafe { throw_node_error(env.raw(), kind, message) } {
+        Error::new(Status::PendingException, message.to_string())
+    } else {
+        // Nothing was thrown (the environment is tearing down): let napi try.
+        Error::new(Status::GenericFailure, message.to_string())
+    }
+}
+
+/// Throws `kind` with `message` from a raw callback; false if it could not.
+///
+/// # Safety
+/// `env` must be the current callback's env.
+pub unsafe fn throw_node_error(env: napi::sys::napi_env, kind: NodeError, message: &str) -> bool {
+    let (range, code): (bool, &std::ffi::CStr) = match kind {
+        NodeError::InvalidArgType => (false, c"ERR_INVALID_ARG_TYPE"),
+        NodeError::InvalidArgValue => (false, c"ERR_INVALID_ARG_VALUE"),
+        NodeError::OutOfRange => (true, c"ERR_OUT_OF_RANGE"),
+        NodeError::InvalidKeyLength => (true, c"ERR_CRYPTO_INVALID_KEYLEN"),
+    };
+    // Core messages hold no NUL; one that did would lose its tail, not the error.
+    let msg = std::ffi::CString::new(message.replace('\0', "")).unwrap_or_default();
+    // SAFETY: both strings are NUL-terminated and outlive the call.
+    let status = unsafe {
+        if range {
+            napi::sys::napi_throw_range_error(env, code.as_ptr(), msg.as_ptr())
+        } else {
+            napi::sys::napi_throw_type_error(env, code.as_ptr(), msg.as_ptr())
+        }
+    };
+    status == napi::sys::Status::napi_ok
+}
+
 /// `leafid::Result<T>` → `napi::Result<T, LeafCode>`.
 pub trait IntoJs<T> {
     /// Maps the error side with [`coded`]; napi throws it with `code` set.

@@ -1,4 +1,5 @@
-//! Hand-written glue for the three `nextId` methods, the benchmark's subject.
+//! Hand-written glue for the `nextId`, `nextIds` and `nextIdString` methods, the
+//! benchmark's subject.
 //!
 //! napi-derive 3 wraps every `#[napi]` method in receiver bookkeeping (a borrow
 //! scope on a thread-local stack, guard vectors behind a mutex, class identity
@@ -33,6 +34,8 @@ pub trait BindsNextId: ToNapiValue {
     const NEXT_ID: Callback;
     /// `nextIds`, the same way.
     const NEXT_IDS: Callback;
+    /// `nextIdString`, the same way.
+    const NEXT_ID_STRING: Callback;
 }
 
 /// A class instance on its way to JS that gets its bound functions on arrival.
@@ -45,7 +48,8 @@ impl<T: BindsNextId> ToNapiValue for Bound<T> {
         unsafe {
             let obj = T::to_napi_value(env, val.0)?;
             bind(env, obj, c"nextId", state.clone(), T::NEXT_ID)?;
-            bind(env, obj, c"nextIds", state, T::NEXT_IDS)?;
+            bind(env, obj, c"nextIds", state.clone(), T::NEXT_IDS)?;
+            bind(env, obj, c"nextIdString", state, T::NEXT_ID_STRING)?;
             Ok(obj)
         }
     }
@@ -60,10 +64,13 @@ impl<T: TypeName> TypeName for Bound<T> {
     }
 }
 
+/// # Safety
+/// `env` and `obj` must be live values of the current call.
+///
 /// Creates a function `name` whose `data` is `state` (freed when the function is
 /// collected) and defines it on `obj`, writable and configurable like a method, not
 /// enumerable.
-unsafe fn bind<S: Send + 'static>(
+pub unsafe fn bind<S: Send + 'static>(
     env: sys::napi_env,
     obj: Raw,
     name: &'static CStr,
@@ -150,6 +157,53 @@ pub unsafe fn bigint(env: sys::napi_env, id: leafid::Result<i64>) -> Raw {
             let mut out = ptr::null_mut();
             // SAFETY: a Node-API call on the callback's env; `out` is a local.
             unsafe { sys::napi_create_bigint_int64(env, id, &mut out) };
+            out
+        }
+        Err(e) => {
+            // SAFETY: as above; throwing leaves the exception pending for the caller.
+            unsafe { JsError::from(crate::error::coded(e)).throw_into(env) };
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Converts a core result into the id's decimal string, or throws the coded error.
+/// The digits are written on the stack and copied once into a V8 one-byte string.
+///
+/// # Safety
+/// `env` must be the callback's env.
+#[inline]
+pub unsafe fn decimal(env: sys::napi_env, id: leafid::Result<i64>) -> Raw {
+    match id {
+        Ok(id) => {
+            // An i64 has at most 19 digits and a sign.
+            let mut buf = [0u8; 20];
+            let mut at = buf.len();
+            let mut n = id.unsigned_abs();
+            loop {
+                at -= 1;
+                buf[at] = b'0' + (n % 10) as u8;
+                n /= 10;
+                if n == 0 {
+                    break;
+                }
+            }
+            if id < 0 {
+                at -= 1;
+                buf[at] = b'-';
+            }
+            let mut out = ptr::null_mut();
+            let len = (buf.len() - at) as isize;
+            // SAFETY: a Node-API call on the callback's env; `buf[at..]` is ASCII
+            // (so Latin-1) of `len` bytes, copied by V8; `out` is a local.
+            unsafe {
+                sys::napi_create_string_latin1(
+                    env,
+                    buf[at..].as_ptr().cast::<c_char>(),
+                    len,
+                    &mut out,
+                )
+            };
             out
         }
         Err(e) => {

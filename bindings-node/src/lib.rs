@@ -1,12 +1,14 @@
 //! Node bindings of leafid (napi-rs): conversions only. Each file mirrors a core
 //! module: `segment.rs` wraps `leafid::segment`, `snowflake.rs` wraps
 //! `leafid::snowflake`, `error.rs` maps `leafid::Error` to JS errors with a `code`;
+//! `cipher.rs` wraps `leafid::cipher` and `leafid::base62`;
 //! `task.rs` runs blocking calls on libuv's pool and `fast.rs` is the hand-written
 //! glue of the `nextId` methods.
 
 // napi registers exports only outside `cfg(test)`; the test build sees them unused.
 #![cfg_attr(test, allow(dead_code))]
 
+mod cipher;
 mod error;
 mod fast;
 mod segment;

@@ -226,6 +226,7 @@ impl fast::BindsNextId for JsSegmentGenerator {
     }
     const NEXT_ID: fast::Callback = next_id_of_tag;
     const NEXT_IDS: fast::Callback = next_ids_of_tag;
+    const NEXT_ID_STRING: fast::Callback = next_id_string_of_tag;
 }
 
 impl fast::BindsNextId for JsTagHandle {
@@ -235,6 +236,7 @@ impl fast::BindsNextId for JsTagHandle {
     }
     const NEXT_ID: fast::Callback = next_id_of_handle;
     const NEXT_IDS: fast::Callback = next_ids_of_handle;
+    const NEXT_ID_STRING: fast::Callback = next_id_string_of_handle;
 }
 
 /// `gen.nextId(tag)`: the next id of `tag` (see [`crate::fast`]).
@@ -251,6 +253,37 @@ unsafe extern "C" fn next_id_of_tag(
             Some(tag) => fast::bigint(env, gen.next_id(tag)),
             None => std::ptr::null_mut(),
         }
+    }
+}
+
+/// `gen.nextIdString(tag)`: the next id of `tag` in decimal (see [`crate::fast`]).
+unsafe extern "C" fn next_id_string_of_tag(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    let mut argv = [std::ptr::null_mut(); 1];
+    // SAFETY (whole block): installed by `fast::Bound` with a `SegmentGenerator`.
+    unsafe {
+        let gen = fast::state::<SegmentGenerator, 1>(env, info, &mut argv);
+        let (mut buf, mut spill) = ([0u8; 512], String::new());
+        match fast::str_arg(env, argv[0], &mut buf, &mut spill) {
+            Some(tag) => fast::decimal(env, gen.next_id(tag)),
+            None => std::ptr::null_mut(),
+        }
+    }
+}
+
+/// `handle.nextIdString()`: the next id in decimal (see [`crate::fast`]).
+unsafe extern "C" fn next_id_string_of_handle(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    // SAFETY: installed by `fast::Bound` with a `TagHandle`.
+    unsafe {
+        fast::decimal(
+            env,
+            fast::state::<TagHandle, 0>(env, info, &mut []).next_id(),
+        )
     }
 }
 

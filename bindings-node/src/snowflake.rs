@@ -49,6 +49,13 @@ pub fn leaf_layout() -> LayoutJs {
     LayoutJs::from(&Layout::default())
 }
 
+/// Ids below 2^53 (exact as a JS number): 41 + 3 + 9 bits, Leaf's epoch
+/// (see `leafid::Layout::js_safe`).
+#[napi]
+pub fn js_safe_layout() -> LayoutJs {
+    LayoutJs::from(&Layout::js_safe())
+}
+
 /// Leaf's epoch in ms since the Unix epoch.
 #[napi]
 pub const LEAF_EPOCH: i64 = LEAF_EPOCH_MS;
@@ -175,6 +182,7 @@ impl fast::BindsNextId for JsSnowflakeGenerator {
     }
     const NEXT_ID: fast::Callback = next_id;
     const NEXT_IDS: fast::Callback = next_ids;
+    const NEXT_ID_STRING: fast::Callback = next_id_string;
 }
 
 /// `sf.nextId()`: the next id (see [`crate::fast`]).
@@ -185,6 +193,20 @@ unsafe extern "C" fn next_id(
     // SAFETY: installed by `fast::Bound` with a `SnowflakeGenerator`.
     unsafe {
         fast::bigint(
+            env,
+            fast::state::<SnowflakeGenerator, 0>(env, info, &mut []).next_id(),
+        )
+    }
+}
+
+/// `sf.nextIdString()`: the next id in decimal (see [`crate::fast`]).
+unsafe extern "C" fn next_id_string(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    // SAFETY: installed by `fast::Bound` with a `SnowflakeGenerator`.
+    unsafe {
+        fast::decimal(
             env,
             fast::state::<SnowflakeGenerator, 0>(env, info, &mut []).next_id(),
         )

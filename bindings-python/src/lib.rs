@@ -7,6 +7,8 @@
 
 use pyo3::prelude::*;
 
+mod base62;
+mod cipher;
 mod error;
 mod logging;
 mod segment;
@@ -31,6 +33,9 @@ fn _leafid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<snowflake::PyLayout>()?;
     m.add_class::<snowflake::PySnowflakeGenerator>()?;
     m.add_function(wrap_pyfunction!(snowflake::decode, m)?)?;
+    m.add_class::<cipher::PyIdCipher>()?;
+    m.add_function(wrap_pyfunction!(base62::encode_base62, m)?)?;
+    m.add_function(wrap_pyfunction!(base62::decode_base62, m)?)?;
     m.add_function(wrap_pyfunction!(logging::_shutdown_logging, m)?)?;
     m.add("LEAF_EPOCH_MS", leafid::snowflake::LEAF_EPOCH_MS)?;
     // Lets test_errors.py check that `_errors.py` has a class for every core variant.

@@ -30,6 +30,19 @@ impl PyLayout {
         })
     }
 
+    /// Ids below 2^53: 41 + 3 + 9 bits, Leaf's epoch (see `leafid::Layout::js_safe`).
+    #[staticmethod]
+    fn js_safe() -> Self {
+        PyLayout {
+            inner: Layout::js_safe(),
+        }
+    }
+
+    #[getter]
+    fn max_id(&self) -> i64 {
+        self.inner.max_id()
+    }
+
     #[getter]
     fn timestamp_bits(&self) -> u8 {
         self.inner.timestamp_bits()

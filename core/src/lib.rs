@@ -7,6 +7,9 @@
 //!   (`leaf_alloc`, shared with Java Leaf), handed out from a double buffer.
 //! - [`snowflake`] — Leaf-snowflake: time + worker id + sequence, with worker ids
 //!   coordinated by ZooKeeper, MySQL, file locks or configuration.
+//! - [`cipher`] — opaque ids: [`IdCipher`], a keyed permutation of the positive ids
+//!   (NIST FF1), for ids that must not reveal a count or a time.
+//! - [`base62`] — ids as 11-character strings whose byte order is numeric order.
 //!
 //! The database and ZooKeeper are touched only by background tasks on one runtime the
 //! crate owns ([`runtime`]); `next_id` is an atomic operation on memory.
@@ -25,6 +28,8 @@
 //! # Ok(()) }
 //! ```
 
+pub mod base62;
+pub mod cipher;
 pub mod clock;
 pub mod error;
 pub mod limits;
@@ -33,6 +38,8 @@ pub mod runtime;
 pub mod segment;
 pub mod snowflake;
 
+pub use base62::{decode_base62, encode_base62};
+pub use cipher::IdCipher;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
 pub use segment::{SegmentGenerator, SegmentOptions, SegmentStats, TagHandle, TagStats};

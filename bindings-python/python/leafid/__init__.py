@@ -45,11 +45,14 @@ from ._errors import (
 )
 from ._leafid import (
     LEAF_EPOCH_MS,
+    IdCipher,
     Layout,
     SegmentGenerator,
     SnowflakeGenerator,
     TagHandle,
     TagStats,
+    decode_base62,
+    encode_base62,
 )
 from ._leafid import _shutdown_logging
 from ._leafid import decode as _decode
@@ -85,6 +88,7 @@ __all__ = [
     "Closed",
     "ConfigError",
     "DecodedId",
+    "IdCipher",
     "InvalidConfig",
     "InvalidTag",
     "InvalidUrl",
@@ -108,4 +112,6 @@ __all__ = [
     "WorkerIdExhausted",
     "WorkerIdOutOfRange",
     "decode",
+    "decode_base62",
+    "encode_base62",
 ]

@@ -4,7 +4,7 @@ import array
 import datetime
 from os import PathLike
 from types import TracebackType
-from typing import Iterator, NamedTuple, Optional, Union, final
+from typing import Iterable, Iterator, NamedTuple, Optional, Union, final
 
 from ._errors import (
     ClockBehindRegistry as ClockBehindRegistry,
@@ -39,6 +39,7 @@ __all__ = [
     "Closed",
     "ConfigError",
     "DecodedId",
+    "IdCipher",
     "InvalidConfig",
     "InvalidTag",
     "InvalidUrl",
@@ -62,6 +63,8 @@ __all__ = [
     "WorkerIdExhausted",
     "WorkerIdOutOfRange",
     "decode",
+    "decode_base62",
+    "encode_base62",
 ]
 
 LEAF_EPOCH_MS: int
@@ -153,7 +156,16 @@ class Layout:
         worker_bits: int = 10,
         sequence_bits: int = 12,
         epoch_ms: int = ...,
-    ) -> "Layout": ...
+    ) -> "Layout":
+        """Bits must sum to 63, or to 53 for ids below 2^53; raises ``InvalidConfig``."""
+    @staticmethod
+    def js_safe() -> "Layout":
+        """Ids below 2^53 (exact in a JavaScript number): 41 timestamp bits (until
+        2080-07-10), 3 worker bits (ids 0..7), 9 sequence bits (512 ids per ms per
+        worker), Leaf's epoch."""
+    @property
+    def max_id(self) -> int:
+        """The largest id the layout can produce (2^63 - 1, or 2^53 - 1 for ``js_safe``)."""
     @property
     def timestamp_bits(self) -> int: ...
     @property
@@ -211,3 +223,33 @@ class DecodedId(NamedTuple):
 
 def decode(id: int, layout: Optional[Layout] = None) -> DecodedId:
     """Splits a snowflake id into timestamp, worker id and sequence."""
+
+@final
+class IdCipher:
+    """A keyed, reversible permutation of the positive ids ``1..2**63-1`` (NIST SP
+    800-38G FF1 with AES): public ids that reveal no count and no time.
+
+    ``key`` is 16, 24 or 32 secret bytes (AES-128/192/256); keep it forever. Encrypted
+    ids are positive 64-bit ints but not ordered: store the plain id, show the
+    encrypted one. Wrong key length, and ids that are 0, negative or past 2**63-1,
+    raise ``InvalidConfig`` (a ``ValueError``); a non-int raises ``TypeError``.
+    """
+
+    def __new__(cls, key: bytes) -> "IdCipher": ...
+    def encrypt(self, id: int) -> int:
+        """The opaque form of ``id``."""
+    def decrypt(self, id: int) -> int:
+        """The id whose opaque form is ``id``."""
+    def encrypt_many(self, ids: Iterable[int]) -> list[int]:
+        """``encrypt`` over a sequence of ids (the GIL released for the work); fails
+        whole on the first invalid id."""
+    def decrypt_many(self, ids: Iterable[int]) -> list[int]:
+        """``decrypt`` over a sequence of ids; fails whole on the first invalid id."""
+
+def encode_base62(id: int) -> str:
+    """``id`` (0..2**63-1) as 11 characters of ``0-9A-Za-z`` whose string order is the
+    ids' order; raises ``InvalidConfig`` for a negative id. An encoding, not encryption."""
+
+def decode_base62(s: str) -> int:
+    """The id an 11-character base-62 string encodes; raises ``InvalidConfig`` for a
+    wrong length, a character outside ``0-9A-Za-z`` or a value past 2**63-1."""

@@ -42,5 +42,5 @@ mod word;
 pub use generator::{
     SnowflakeBuilder, SnowflakeGenerator, DEFAULT_MAX_SKEW, MAX_HEARTBEAT, MAX_LOOKAHEAD,
 };
-pub use layout::{decode, DecodedId, Layout, LEAF_EPOCH_MS};
+pub use layout::{decode, DecodedId, Layout, JS_SAFE_BITS, LEAF_EPOCH_MS};
 pub use registry::RegistryConfig;

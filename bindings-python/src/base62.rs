@@ -1,0 +1,27 @@
+//! `leafid.encode_base62`, `leafid.decode_base62`: wrap `leafid::base62`.
+
+use pyo3::exceptions::PyOverflowError;
+use pyo3::prelude::*;
+
+use crate::error::{to_py, IntoPy};
+
+/// `id` as 11 base-62 characters whose order is the ids' order.
+#[pyfunction]
+pub fn encode_base62(id: &Bound<'_, PyAny>) -> PyResult<String> {
+    let id = id.extract::<i64>().map_err(|e| {
+        if e.is_instance_of::<PyOverflowError>(id.py()) {
+            to_py(leafid::Error::InvalidConfig(
+                "cannot encode an id past 9223372036854775807 in base 62".to_string(),
+            ))
+        } else {
+            e
+        }
+    })?;
+    leafid::encode_base62(id).py()
+}
+
+/// The id an 11-character base-62 string encodes.
+#[pyfunction]
+pub fn decode_base62(s: &str) -> PyResult<i64> {
+    leafid::decode_base62(s).py()
+}

@@ -23,6 +23,7 @@ from ._errors import (
     ClockBehindRegistry,
     ClockError,
     ClockMovedBackwards,
+    ClockSkew,
     Closed,
     ConfigError,
     InvalidConfig,
@@ -41,6 +42,7 @@ from ._errors import (
     TimestampOverflow,
     UnavailableError,
     WorkerIdExhausted,
+    WorkerIdInUse,
     WorkerIdOutOfRange,
 )
 from ._leafid import (
@@ -82,6 +84,7 @@ __all__ = [
     "ClockBehindRegistry",
     "ClockError",
     "ClockMovedBackwards",
+    "ClockSkew",
     "Closed",
     "ConfigError",
     "DecodedId",
@@ -106,6 +109,7 @@ __all__ = [
     "TimestampOverflow",
     "UnavailableError",
     "WorkerIdExhausted",
+    "WorkerIdInUse",
     "WorkerIdOutOfRange",
     "decode",
 ]

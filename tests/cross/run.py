@@ -156,11 +156,12 @@ def new_mysql_tag(name: str, step: int) -> str:
 
 
 def registries(tag: str) -> dict[str, list[str]]:
-    """Registry URLs, one per worker slot, for each snowflake mode."""
+    """Registry URLs, one per worker slot, for each snowflake mode. `tag` joins its words
+    with `_`: `zookeeper://` refuses a `-` in the name (Java Leaf splits node names on it)."""
     zk, my = env("LEAFID_ZK"), env("LEAFID_MYSQL_URL")
     return {
-        "zookeeper": [f"zookeeper://{zk}/{tag}-zk?port={9000 + i}" for i in range(6)],
-        "zookeeper-recycle": [f"zookeeper-recycle://{zk}/{tag}-rc?port={9100 + i}"
+        "zookeeper": [f"zookeeper://{zk}/{tag}_zk?port={9000 + i}" for i in range(6)],
+        "zookeeper-recycle": [f"zookeeper-recycle://{zk}/{tag}_rc?port={9100 + i}"
                               for i in range(6)],
         "mysql": [f"{my}?port={9200 + i}" for i in range(6)],
     }
@@ -186,7 +187,7 @@ def uniqueness(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[str
     problems = run.wait()
     results.append(("segment, one SQLite file", check(run.files()), problems))
 
-    modes = registries(f"cross-{stamp}")
+    modes = registries(f"cross_{stamp}")
     modes["local"] = [f"local://{tmp}/locks"] * 6
     for mode, urls in modes.items():
         run = Run(tmp, f"snowflake-{mode}")
@@ -210,7 +211,7 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
     """One 28-second run with every fault injected in turn while all modes issue."""
     run = Run(tmp, "faults")
     tag = new_mysql_tag(f"cross-fault-{stamp}", 2000)
-    modes = registries(f"cross-fault-{stamp}")
+    modes = registries(f"cross_fault_{stamp}")
     recycle = [u + "&session_timeout_ms=2000" for u in modes["zookeeper-recycle"]]
     # Leaf's forever nodes on the three-node ensemble, of which one member is stopped.
     ensemble = [u.replace(env("LEAFID_ZK"), env("LEAFID_ZK_ENSEMBLE"))

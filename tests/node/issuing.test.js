@@ -135,7 +135,7 @@ function registryCases() {
   const zk = process.env.LEAFID_ZK;
   const mysql = process.env.LEAFID_MYSQL_URL;
   if (!zk || !mysql) throw new Error('LEAFID_ZK / LEAFID_MYSQL_URL are not set: source .services/env');
-  const name = `node-test-${process.pid}-${Date.now()}`;
+  const name = `node_test_${process.pid}_${Date.now()}`;
   return [
     ['zookeeper', `zookeeper://${zk}/${name}?port=7001`, 'zookeeper://127.0.0.1:1/unreachable?port=7001'],
     ['zookeeper-recycle', `zookeeper-recycle://${zk}/${name}-pool`, 'zookeeper-recycle://127.0.0.1:1/unreachable'],

@@ -55,7 +55,7 @@ class Outcome:
     error: str | None = None
     code: str | None = None
     message: str = ""
-    ids: list[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list, repr=False)
 
 
 def claim_at_once(registry: str, cache_dirs: list[Path]) -> list[Outcome]:
@@ -112,7 +112,8 @@ def assert_one_live_holder(outcomes: list[Outcome], identity: str) -> None:
     message names the identity and says what to do."""
     live = [o for o in outcomes if o.worker_id is not None]
     refused = [o for o in outcomes if o.worker_id is None]
-    assert len(live) == 1, f"{len(live)} live holders of one identity: {outcomes}"
+    dup = sum(len(o.ids) for o in outcomes) - len({i for o in outcomes for i in o.ids})
+    assert len(live) == 1, f"{len(live)} live holders of one identity ({dup} duplicate ids): {outcomes}"
     for o in refused:
         assert (o.error, o.code) == ("WorkerIdInUse", "LEAF_WORKER_ID_IN_USE"), o
         assert identity in o.message, o.message

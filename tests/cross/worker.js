@@ -104,5 +104,7 @@ if (workers > 0 && cluster.isPrimary) {
 } else {
   main().then((code) => {
     process.exitCode = code;
+    // A cluster worker's channel to its primary keeps it alive: let go of it.
+    if (cluster.isWorker) process.disconnect();
   });
 }

@@ -120,12 +120,13 @@ pub enum Error {
     },
     /// The worker id this generator's identity maps to is held by another live process or
     /// generator (another leafid, or a Java Leaf server on the same ip:port).
-    #[error("worker id {worker_id} of {identity} is in use by {holder}; {advice}")]
+    #[error("{identity} is in use by {holder}; {advice}")]
     WorkerIdInUse {
-        /// The identity claimed (`zookeeper 127.0.0.1:2181 /snowflake/order ip:port`, `fixed:7`, …).
+        /// The identity claimed (`ZooKeeper 127.0.0.1:2181 /snowflake/order/forever/ip:port`,
+        /// `fixed:7`, …).
         identity: String,
-        /// The worker id that identity maps to (`u32::MAX` when not yet known).
-        worker_id: u32,
+        /// The worker id that identity maps to, when known.
+        worker_id: Option<u32>,
         /// Who holds it, as far as known (host, pid, since when, or "a Java Leaf server…").
         holder: String,
         /// What to do about it.

@@ -19,9 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::layout::{decode, DecodedId, Layout};
+use super::registry::host_lock::{Attempt, HostLock};
 use super::registry::{
-    default_cache_dir, CacheEntry, IssueLimit, Lease, LocalRegistry, RegistryConfig, WorkerCache,
-    WorkerRegistry,
+    default_cache_dir, host_lock, CacheEntry, IssueLimit, Lease, LocalRegistry, RegistryConfig,
+    WorkerCache, WorkerRegistry, IN_USE_ADVICE,
 };
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
@@ -69,6 +70,60 @@ impl Source {
 
     fn cache_is_only_record(&self) -> bool {
         matches!(self, Source::Config(c) if c.cache_is_only_record())
+    }
+
+    /// Registries whose worker id follows from configuration (`fixed`, `zookeeper`,
+    /// `mysql`): one process of this host at a time may hold that configuration, which
+    /// a lock beside the cache file enforces (also while the registry is down, when the
+    /// cache file alone gives the id).
+    fn needs_host_lock(&self) -> bool {
+        matches!(self, Source::Config(c) if !c.reacquires_after_fork())
+    }
+}
+
+/// Why issuing cannot go on, kept lock-free between a failed renew and later callers.
+#[derive(Debug, Clone)]
+enum Failure {
+    /// Any registry or cache failure, as text.
+    Text(String),
+    /// The local clock is too far from the registry's.
+    Skew {
+        skew_ms: i64,
+        max_skew_ms: i64,
+        source: String,
+    },
+}
+
+impl Failure {
+    fn of(e: &Error) -> Failure {
+        match e {
+            Error::ClockSkew {
+                skew_ms,
+                max_skew_ms,
+                source_desc,
+                ..
+            } => Failure::Skew {
+                skew_ms: *skew_ms,
+                max_skew_ms: *max_skew_ms,
+                source: source_desc.clone(),
+            },
+            other => Failure::Text(other.to_string()),
+        }
+    }
+}
+
+/// `ClockSkew` for a reading whose skew exceeds `max_skew_ms`, else `None`.
+fn skew_error(reading: &super::registry::ClockReading, max_skew_ms: i64) -> Option<Error> {
+    let skew = reading.skew_ms();
+    (skew.abs() > max_skew_ms).then(|| skew_of(skew, max_skew_ms, reading.source.clone()))
+}
+
+fn skew_of(skew_ms: i64, max_skew_ms: i64, source: String) -> Error {
+    Error::ClockSkew {
+        skew_ms,
+        direction: if skew_ms > 0 { "ahead of" } else { "behind" },
+        max_skew_ms,
+        source_desc: source,
     }
 }
 
@@ -348,6 +403,8 @@ struct Session {
     /// The same registry when it is `local`, to close inherited lock files after a fork.
     local: Option<Arc<LocalRegistry>>,
     cache: WorkerCache,
+    /// The lock beside the cache file, for registries whose id follows from configuration.
+    host_lock: Option<HostLock>,
     lease: tokio::sync::Mutex<LeaseState>,
     stop: tokio::sync::Notify,
 }
@@ -376,7 +433,7 @@ struct Core {
     /// Until when (ms) a failed synchronous renew is not retried, and its message.
     retry_after: AtomicI64,
     /// Lock-free: a fork() may land while another thread writes it.
-    last_failure: arc_swap::ArcSwap<String>,
+    last_failure: arc_swap::ArcSwap<Failure>,
     // Precomputed from the layout for the hot path.
     epoch_ms: i64,
     ts_shift: u32,
@@ -398,7 +455,7 @@ impl Core {
             closed: AtomicBool::new(false),
             session: AtomicPtr::new(std::ptr::null_mut()),
             retry_after: AtomicI64::new(i64::MIN),
-            last_failure: arc_swap::ArcSwap::from_pointee(String::new()),
+            last_failure: arc_swap::ArcSwap::from_pointee(Failure::Text(String::new())),
             epoch_ms: layout.epoch_ms(),
             ts_shift: layout.timestamp_shift(),
             seq_mask: layout.max_sequence() as u64,
@@ -520,7 +577,7 @@ impl Core {
             Ok(()) => Ok(()),
             Err(e @ (Error::Closed | Error::LeaseLost { .. })) => Err(e),
             Err(e) => {
-                self.last_failure.store(Arc::new(e.to_string()));
+                self.last_failure.store(Arc::new(Failure::of(&e)));
                 // Release pairs with the Acquire above: a caller that sees the deadline also sees the message.
                 self.retry_after
                     .store(now + RENEW_BACKOFF_MS, Ordering::Release);
@@ -530,7 +587,14 @@ impl Core {
     }
 
     fn renew_error(&self) -> Error {
-        let cause = self.last_failure.load_full();
+        let cause = match &*self.last_failure.load_full() {
+            Failure::Skew {
+                skew_ms,
+                max_skew_ms,
+                source,
+            } => return skew_of(*skew_ms, *max_skew_ms, source.clone()),
+            Failure::Text(t) => t.clone(),
+        };
         Error::RegistryUnavailable {
             cause: format!(
                 "worker {} cannot persist a time bound past its last one ({}): {cause}",
@@ -545,6 +609,11 @@ impl Core {
     fn after_fork(self: &Arc<Self>) -> Result<()> {
         let target = runtime::fork_epoch();
         if !self.settings.registry.reacquires_after_fork() {
+            // The child's copy of the parent's host lock must not keep it held after
+            // the parent exits.
+            if let Some(lock) = self.session().as_ref().and_then(|s| s.host_lock.as_ref()) {
+                lock.forget_inherited();
+            }
             // The id belongs to the parent; only pool registries can give the child its own.
             return runtime::refuse_after_fork(
                 self.epoch.load(Ordering::Acquire),
@@ -616,10 +685,29 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
             Source::Custom(r) => (r.clone(), None),
         };
     let cache = WorkerCache::new(&settings.cache_dir, &registry.describe());
+    let host_lock = if settings.registry.needs_host_lock() {
+        let (cache, registry) = (cache.clone(), registry.clone());
+        let scheme = settings.registry.scheme();
+        let lock = tokio::task::spawn_blocking(move || lock_beside(&cache, &*registry, scheme))
+            .await
+            .map_err(Error::registry)??;
+        Some(lock)
+    } else {
+        None
+    };
     core.limit.set(OPENING_LIMIT);
     let max = core.layout.max_worker_id();
     let lease = match registry.acquire(max, core.limit.clone()).await {
-        Ok(lease) => lease,
+        Ok(lease) => {
+            if let Some(e) = registry
+                .take_clock_reading()
+                .and_then(|r| skew_error(&r, settings.max_skew_ms))
+            {
+                let _ = registry.release(&lease).await;
+                return Err(e);
+            }
+            lease
+        }
         Err(e @ (Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. }))
             if registry.survives_outage() =>
         {
@@ -651,6 +739,7 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
                 registry,
                 local,
                 cache,
+                host_lock,
                 lease: tokio::sync::Mutex::new(LeaseState {
                     lease: lease.clone(),
                     persisted: i64::MIN,
@@ -682,6 +771,35 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
             let _ = registry.release(&lease).await;
             Err(e)
         }
+    }
+}
+
+/// Locks `<cache file>.lock` for a registry whose id follows from configuration, or
+/// fails with `WorkerIdInUse` naming the holder. Blocking; run off the runtime's workers.
+fn lock_beside(
+    cache: &WorkerCache,
+    registry: &dyn WorkerRegistry,
+    scheme: &str,
+) -> Result<HostLock> {
+    let dir = cache.path().parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    host_lock::refuse_network_fs(dir)?;
+    let mut path = cache.path().as_os_str().to_owned();
+    path.push(".lock");
+    match HostLock::try_lock(std::path::Path::new(&path))? {
+        Attempt::Locked(lock) => Ok(lock),
+        Attempt::Held(holder) => Err(Error::WorkerIdInUse {
+            identity: format!("{scheme} registry identity {}", registry.describe()),
+            worker_id: None,
+            holder: match holder {
+                Some(h) => format!("{h} (it locks {})", std::path::Path::new(&path).display()),
+                None => format!(
+                    "another process of this host (it locks {})",
+                    std::path::Path::new(&path).display()
+                ),
+            },
+            advice: IN_USE_ADVICE.into(),
+        }),
     }
 }
 
@@ -773,6 +891,16 @@ async fn persist_locked(
         return Ok(());
     }
     let worker_id = st.lease.worker_id;
+    if let Some(lock) = &session.host_lock {
+        // The lock file unlinked or replaced: another process may hold this identity now.
+        if let Err(e) = lock.check() {
+            core.limit.lose();
+            return Err(match e {
+                Error::LeaseLost { cause, .. } => Error::LeaseLost { worker_id, cause },
+                other => other,
+            });
+        }
+    }
     let cache = session.cache.clone();
     let cache_res = tokio::task::spawn_blocking(move || {
         cache.write(CacheEntry {
@@ -783,11 +911,24 @@ async fn persist_locked(
     .await
     .map_err(Error::registry)
     .and_then(|r| r);
-    let reg_res = session.registry.renew(&st.lease, bound).await;
+    let mut reg_res = session.registry.renew(&st.lease, bound).await;
     if let Err(Error::LeaseLost { .. }) = reg_res {
         // Found by the renew itself (the lease node gone or re-taken): stop, re-acquire.
         core.limit.lose();
     }
+    let skewed = reg_res.is_ok()
+        && match session
+            .registry
+            .take_clock_reading()
+            .and_then(|r| skew_error(&r, core.settings.max_skew_ms))
+        {
+            Some(e) => {
+                tracing::warn!(error = %e, "clock skew against the registry; issuing stops at the last bound");
+                reg_res = Err(e);
+                true
+            }
+            None => false,
+        };
     let counted = match (&reg_res, &cache_res) {
         (Ok(()), Ok(())) => true,
         (Ok(()), Err(ce)) => {
@@ -796,7 +937,8 @@ async fn persist_locked(
         }
         (Err(re), Ok(())) => {
             tracing::warn!(error = %re, "worker registry renew failed");
-            session.registry.survives_outage()
+            // A skewed clock is not an outage: the bound must not rise on the cache alone.
+            session.registry.survives_outage() && !skewed
         }
         (Err(re), Err(ce)) => {
             tracing::warn!(registry = %re, cache = %ce, "time bound persisted nowhere");
@@ -916,6 +1058,12 @@ fn close(core: &Arc<Core>) {
     let last_ms = decode(last as i64, &core.layout).timestamp_ms;
     let fut = async move {
         let st = session.lease.lock().await;
+        if let Some(Err(e)) = session.host_lock.as_ref().map(|l| l.check()) {
+            // Another process may hold this identity now: lowering the bounds it
+            // started from could let a later holder reissue ids. Leave them as they are.
+            tracing::warn!(error = %e, "host lock lost; closing without the final bound");
+            return;
+        }
         let entry = CacheEntry {
             worker_id: st.lease.worker_id,
             bound_ms: last_ms,
@@ -931,6 +1079,9 @@ fn close(core: &Arc<Core>) {
         }
         if let Err(e) = session.registry.release(&st.lease).await {
             tracing::warn!(error = %e, "releasing the worker id failed");
+        }
+        if let Some(lock) = &session.host_lock {
+            lock.unlock();
         }
         tracing::info!(
             worker_id = st.lease.worker_id,

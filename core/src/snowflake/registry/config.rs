@@ -139,7 +139,8 @@ fn check_port(url: &str, port: &str) -> Result<()> {
 /// in the ip or port makes every Java Leaf server under that name fail to start, and a
 /// `-` in the name breaks Leaf's own new-node path in a tree leafid created first.
 fn check_leaf_part(url: &str, what: &str, value: &str) -> Result<()> {
-    let refused = |c: char| matches!(c, '-' | '/') || c.is_whitespace() || (what == "port" && c == ':');
+    let refused =
+        |c: char| matches!(c, '-' | '/') || c.is_whitespace() || (what == "port" && c == ':');
     if let Some(c) = value.chars().find(|&c| refused(c)) {
         return Err(bad(
             url,

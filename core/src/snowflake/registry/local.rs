@@ -1,22 +1,24 @@
 //! `local` — worker ids held by file locks in one directory on one host.
 //!
-//! Worker id `n` belongs to whoever holds an exclusive `flock` on `<dir>/worker-<n>.lock`.
-//! The kernel drops the lock when the holder's last descriptor closes, so a process
-//! that dies (even by SIGKILL) frees its id at once, and a live one can never lose it.
-//! The last bound of id `n` is kept beside the lock in `<dir>/worker-<n>.json` and is
-//! the next holder's floor.
+//! Worker id `n` belongs to whoever holds an exclusive lock on `<dir>/worker-<n>.lock`
+//! ([`HostLock`]: `flock`, tied to the file's path). The kernel drops the lock when the
+//! holder's last descriptor closes, so a process that dies (even by SIGKILL) frees its id
+//! at once. Every renew checks that the lock file is still the one locked; a file
+//! unlinked or replaced under its holder (a tmp cleaner) stops the holder's issuing,
+//! because another process may since have locked a new file at that path. The directory
+//! must be on a local filesystem: network filesystems are refused.
 //!
-//! `flock` (not `fcntl`) on purpose: its locks belong to the open file, so two
-//! generators in one process get distinct ids, and closing an unrelated descriptor
-//! of the same file does not drop the lock.
+//! The last bound of id `n` is kept beside the lock in `<dir>/worker-<n>.json` and is the
+//! next holder's floor. Acquire prefers a free id whose floor is already past, so a
+//! crashed holder's bound ahead of the clock never makes a newcomer wait while another
+//! id is free.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::cache::{CacheEntry, WorkerCache};
+use super::host_lock::{refuse_network_fs, Attempt, HostLock};
 use super::{IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
@@ -25,8 +27,8 @@ use crate::runtime::BoxFuture;
 #[derive(Debug)]
 pub struct LocalRegistry {
     dir: PathBuf,
-    /// Lock files held by this process, by worker id.
-    held: Mutex<HashMap<u32, File>>,
+    /// Lock files held by this registry, by worker id.
+    held: Mutex<HashMap<u32, HostLock>>,
 }
 
 impl LocalRegistry {
@@ -57,52 +59,73 @@ impl LocalRegistry {
     pub(crate) fn forget_inherited(&self) {
         // try_lock: a parent thread may have held the mutex at the fork; then the
         // copies stay open until this process exits, which is safe, only less prompt.
-        if let Ok(mut held) = self.held.try_lock() {
-            held.clear();
+        if let Ok(held) = self.held.try_lock() {
+            for lock in held.values() {
+                lock.forget_inherited();
+            }
         }
     }
 
     fn try_take(&self, max_worker_id: u32) -> Result<Lease> {
         std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        refuse_network_fs(&self.dir)?;
+        let now = super::system_now_ms();
+        // The free id with the lowest floor, in case every free id's floor is ahead.
+        let mut earliest: Option<(u32, i64)> = None;
         for id in 0..=max_worker_id {
-            let path = self.lock_path(id);
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .map_err(|e| Error::io(&path, e))?;
-            // SAFETY: a valid descriptor we own; LOCK_NB makes the call return at once.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if rc != 0 {
-                let err = std::io::Error::last_os_error();
-                if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                    continue; // held by a live process (or another generator here)
-                }
-                return Err(Error::io(&path, err));
-            }
-            // Held: read the previous holder's bound. A malformed file is an error,
-            // not a floor of zero, because guessing low could reissue ids.
-            let floor = match self.bound_file(id).read() {
-                Ok(entry) => entry.map(|e| e.bound_ms).unwrap_or(i64::MIN),
-                Err(e) => return Err(e), // dropping `file` unlocks
+            let Some((lock, floor)) = self.lock_id(id)? else {
+                continue; // held by a live process (or another generator here)
             };
-            self.held
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(id, file);
-            tracing::debug!(worker_id = id, dir = %self.dir.display(), floor, "local worker id taken");
-            return Ok(Lease {
-                worker_id: id,
-                floor_ms: floor,
-                location: path.display().to_string(),
-            });
+            if floor < now {
+                return Ok(self.keep(id, lock, floor));
+            }
+            // A bound ahead of the clock (a crashed holder's look-ahead): taking this id
+            // would mean waiting; look for a free id that needs no wait first.
+            if earliest.is_none_or(|(_, f)| floor < f) {
+                earliest = Some((id, floor));
+            }
+            lock.unlock();
+        }
+        if let Some((id, _)) = earliest {
+            if let Some((lock, floor)) = self.lock_id(id)? {
+                return Ok(self.keep(id, lock, floor));
+            }
         }
         Err(Error::WorkerIdExhausted {
             pool: self.dir.display().to_string(),
             size: max_worker_id + 1,
         })
+    }
+
+    /// Locks worker id `id` and reads its floor; `None` when another holder has it.
+    fn lock_id(&self, id: u32) -> Result<Option<(HostLock, i64)>> {
+        let lock = match HostLock::try_lock(&self.lock_path(id))? {
+            Attempt::Locked(lock) => lock,
+            Attempt::Held(_) => return Ok(None),
+        };
+        // The previous holder's bound. A malformed file is an error, not a floor of
+        // zero, because guessing low could reissue ids.
+        match self.bound_file(id).read() {
+            Ok(entry) => Ok(Some((lock, entry.map(|e| e.bound_ms).unwrap_or(i64::MIN)))),
+            Err(e) => {
+                lock.unlock();
+                Err(e)
+            }
+        }
+    }
+
+    fn keep(&self, id: u32, lock: HostLock, floor: i64) -> Lease {
+        let location = lock.path().display().to_string();
+        self.held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, lock);
+        tracing::debug!(worker_id = id, dir = %self.dir.display(), floor, "local worker id taken");
+        Lease {
+            worker_id: id,
+            floor_ms: floor,
+            location,
+        }
     }
 }
 
@@ -114,16 +137,22 @@ impl WorkerRegistry for LocalRegistry {
 
     fn renew<'a>(&'a self, lease: &'a Lease, bound_ms: i64) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let held = self
-                .held
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .contains_key(&lease.worker_id);
-            if !held {
-                return Err(Error::LeaseLost {
-                    worker_id: lease.worker_id,
-                    cause: format!("{} is not locked by this registry", lease.location),
-                });
+            {
+                let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(lock) = held.get(&lease.worker_id) else {
+                    return Err(Error::LeaseLost {
+                        worker_id: lease.worker_id,
+                        cause: format!("{} is not locked by this registry", lease.location),
+                    });
+                };
+                // A lock file unlinked or replaced: another process may hold this id now.
+                lock.check().map_err(|e| match e {
+                    Error::LeaseLost { cause, .. } => Error::LeaseLost {
+                        worker_id: lease.worker_id,
+                        cause,
+                    },
+                    other => other,
+                })?;
             }
             self.bound_file(lease.worker_id).write(CacheEntry {
                 worker_id: lease.worker_id,
@@ -134,16 +163,15 @@ impl WorkerRegistry for LocalRegistry {
 
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let file = self
+            let lock = self
                 .held
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&lease.worker_id);
-            if let Some(file) = file {
-                // Explicit unlock before close: makes the id free even if a forked
-                // child still holds a copy of the descriptor.
-                // SAFETY: a valid descriptor we own.
-                unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+            if let Some(lock) = lock {
+                // Explicit unlock: frees the id even if a forked child still holds a
+                // copy of the descriptor.
+                lock.unlock();
             }
             Ok(())
         })

@@ -23,6 +23,7 @@ use crate::runtime::BoxFuture;
 pub mod cache;
 mod config;
 pub mod fixed;
+pub mod host_lock;
 pub mod local;
 pub mod mysql;
 pub mod zk_client;
@@ -110,6 +111,13 @@ impl IssueLimit {
             .is_ok()
     }
 }
+
+/// What a `WorkerIdInUse` error advises.
+pub(crate) const IN_USE_ADVICE: &str =
+    "several processes started from one configuration (gunicorn \
+workers, Node cluster workers, two instances of a service) cannot share one identity: use \
+local:///var/lib/leafid/workers (one host) or zookeeper-recycle://host:2181/name (any number of \
+hosts), which give every process its own worker id, or give each process its own ?port= / fixed id";
 
 /// A reading of the registry's own clock, taken while writing to it, for the start-up
 /// and heartbeat clock check (the 2017 Leaf article's check against the cluster).

@@ -12,6 +12,17 @@
 //! because the generator has stopped issuing for good before it asks. The row stays
 //! this identity's while the database is down, so the generator may continue on its
 //! cache file ([`WorkerRegistry::survives_outage`] is true).
+//!
+//! **One live holder per row.** Leaf could assume one process per `ip:port`; a library
+//! inside gunicorn or Node `cluster` cannot. A lease lives beside the fork's table (which
+//! stays as the fork reads it) in `leafid_worker_lease`: one row per worker id with a
+//! random holder token and an expiry by the database's clock (`NOW(3)`), which lasts until
+//! the holder's persisted bound has passed plus [`LEASE_GRACE`]. Acquire takes the lease
+//! only when it has expired (or its holder is a dead process of this host), then reads
+//! `max_timestamp` as the floor. Every renew is one transaction: extend the lease where
+//! the token is still ours, then write `max_timestamp`; zero rows in either (lease taken,
+//! row deleted) is [`Error::LeaseLost`] and issuing stops. No two holders can both renew,
+//! and a new holder's floor is the last bound the previous one persisted.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -20,7 +31,8 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::Row;
 
-use super::{IssueLimit, Lease, WorkerRegistry};
+use super::host_lock::{host_name, Holder};
+use super::{system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -37,6 +49,23 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leaf_workerid_alloc` (
   UNIQUE KEY `idx_ipport` (`ip_port`) USING BTREE
 ) ENGINE=InnoDB";
 
+/// leafid's lease table: who holds each worker id of `leaf_workerid_alloc`, until when.
+const CREATE_LEASE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leafid_worker_lease` (
+  `worker_id` bigint(20) NOT NULL,
+  `ip_port` varchar(127) NOT NULL,
+  `holder` varchar(64) NOT NULL,
+  `holder_info` varchar(255) NOT NULL,
+  `expires_at` datetime(3) NOT NULL,
+  PRIMARY KEY (`worker_id`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+
+/// How long a lease outlives its holder's last persisted bound, so a holder whose renew
+/// is late keeps its id; a crashed holder's id is free this long after its bound passed.
+pub const LEASE_GRACE: Duration = Duration::from_secs(5);
+
+/// How long a lease taken at acquire lasts before the first renew extends it.
+const FIRST_TERM: Duration = Duration::from_secs(15);
+
 /// How long a statement waits for a connection: a down database fails start-up fast
 /// (and the generator falls back to its cache file).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(3000);
@@ -49,6 +78,10 @@ pub struct MysqlRegistry {
     ip: String,
     port: String,
     pool: std::sync::OnceLock<MySqlPool>,
+    /// This registry's lease token (random, per registry).
+    token: String,
+    /// The database's clock at the last acquire or renew.
+    reading: std::sync::Mutex<Option<ClockReading>>,
 }
 
 fn redact(url: &str) -> String {
@@ -77,6 +110,8 @@ impl MysqlRegistry {
             ip: ip.into(),
             port: port.into(),
             pool: std::sync::OnceLock::new(),
+            token: format!("{:032x}", fastrand::u128(..)),
+            reading: std::sync::Mutex::new(None),
         })
     }
 
@@ -123,7 +158,11 @@ impl MysqlRegistry {
             .execute(self.pool())
             .await
             .map_err(|e| self.db_err("create table leaf_workerid_alloc", e))?;
-        let (id, stored) = match self.select().await? {
+        sqlx::raw_sql(CREATE_LEASE_TABLE)
+            .execute(self.pool())
+            .await
+            .map_err(|e| self.db_err("create table leafid_worker_lease", e))?;
+        let (id, _) = match self.select().await? {
             Some(found) => found,
             None => {
                 let now = super::zookeeper::now_ms();
@@ -156,14 +195,34 @@ impl MysqlRegistry {
         if id < 0 || id > max_worker_id as i64 {
             return Err(Error::WorkerIdExhausted {
                 pool: format!(
-                    "MySQL {} table leaf_workerid_alloc (row id {id} for {}; rows are never reused and leafid \
-                     never wraps ids: delete rows of retired ip:port identities, reuse identities, or add worker bits)",
+                    "MySQL {} table leaf_workerid_alloc (row id {id} for {ip_port}; AUTO_INCREMENT never reuses \
+                     an id, so deleting rows frees nothing: hand a retired identity's row to this one with \
+                     UPDATE leaf_workerid_alloc SET ip_port='{ip_port}', ip='{ip}', port='{port}' WHERE ip_port='<retired ip:port>' \
+                     (its max_timestamp stays as the floor), or use zookeeper-recycle:// whose ids come back)",
                     self.shown_url,
-                    self.ip_port()
+                    ip_port = self.ip_port(),
+                    ip = self.ip,
+                    port = self.port,
                 ),
                 size: max_worker_id + 1,
             });
         }
+        self.take_lease(id).await?;
+        // The floor is read after the lease is ours: any earlier holder's last renew
+        // committed before, and no later one can commit.
+        let stored = match self.select().await? {
+            Some((row_id, ts)) if row_id == id => ts,
+            _ => {
+                let _ = self.drop_lease(id).await;
+                return Err(Error::LeaseLost {
+                    worker_id: id as u32,
+                    cause: format!(
+                        "the leaf_workerid_alloc row of {} changed while it was being taken",
+                        self.ip_port()
+                    ),
+                });
+            }
+        };
         // A NULL max_timestamp (a row written by hand) means no bound was ever recorded.
         let floor = stored.unwrap_or(i64::MIN);
         tracing::info!(worker_id = id, ip_port = %self.ip_port(), floor, "worker id from leaf_workerid_alloc");
@@ -178,18 +237,188 @@ impl MysqlRegistry {
         })
     }
 
-    async fn write(&self, lease: &Lease, bound_ms: i64) -> Result<()> {
-        // `ip_port` in the WHERE: a worker id from the cache file never overwrites
-        // another identity's row.
+    /// The database's clock in ms since the Unix epoch, as a [`ClockReading`].
+    async fn read_clock<'c, E>(&self, conn: E) -> Result<ClockReading>
+    where
+        E: sqlx::MySqlExecutor<'c>,
+    {
+        let before = system_now_ms();
+        let row = sqlx::query("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms")
+            .fetch_one(conn)
+            .await
+            .map_err(|e| self.db_err("read NOW(3)", e))?;
+        let now: i64 = row
+            .try_get("now_ms")
+            .map_err(|e| self.db_err("read NOW(3)", e))?;
+        Ok(ClockReading {
+            registry_ms: now,
+            local_before_ms: before,
+            local_after_ms: system_now_ms(),
+            source: format!("MySQL {} NOW(3)", self.shown_url),
+        })
+    }
+
+    fn keep_reading(&self, reading: ClockReading) {
+        *self.reading.lock().unwrap_or_else(|p| p.into_inner()) = Some(reading);
+    }
+
+    /// Takes the lease on worker `id`, or fails with `WorkerIdInUse` naming its holder.
+    async fn take_lease(&self, id: i64) -> Result<()> {
+        let me = serde_json::to_string(&Holder::this_process()).expect("a holder serializes");
         sqlx::query(
-            "UPDATE leaf_workerid_alloc SET max_timestamp = ? WHERE id = ? AND ip_port = ?",
+            "INSERT IGNORE INTO leafid_worker_lease (worker_id, ip_port, holder, holder_info, expires_at) \
+             VALUES (?, ?, '', '', '1970-01-02 00:00:00')",
+        )
+        .bind(id)
+        .bind(self.ip_port())
+        .execute(self.pool())
+        .await
+        .map_err(|e| self.db_err("insert into leafid_worker_lease", e))?;
+        let taken = sqlx::query(
+            "UPDATE leafid_worker_lease SET holder = ?, holder_info = ?, ip_port = ?, \
+             expires_at = NOW(3) + INTERVAL ? MICROSECOND \
+             WHERE worker_id = ? AND (expires_at < NOW(3) OR holder = '')",
+        )
+        .bind(&self.token)
+        .bind(&me)
+        .bind(self.ip_port())
+        .bind(FIRST_TERM.as_micros() as i64)
+        .bind(id)
+        .execute(self.pool())
+        .await
+        .map_err(|e| self.db_err("take leafid_worker_lease", e))?;
+        if taken.rows_affected() == 1 {
+            let reading = self.read_clock(self.pool()).await?;
+            self.keep_reading(reading);
+            return Ok(());
+        }
+        let row = sqlx::query(
+            "SELECT holder, holder_info, CAST(TIMESTAMPDIFF(MICROSECOND, NOW(3), expires_at) / 1000 AS SIGNED) AS left_ms \
+             FROM leafid_worker_lease WHERE worker_id = ?",
+        )
+        .bind(id)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(|e| self.db_err("read leafid_worker_lease", e))?;
+        let (token, info, left_ms) = match row {
+            Some(r) => (
+                r.try_get::<String, _>("holder").unwrap_or_default(),
+                r.try_get::<String, _>("holder_info").unwrap_or_default(),
+                r.try_get::<i64, _>("left_ms").unwrap_or(0),
+            ),
+            None => (String::new(), String::new(), 0),
+        };
+        let holder: Option<Holder> = serde_json::from_str(&info).ok();
+        // A holder of this host that has died (SIGKILL, crash): its lease is stale now.
+        if let Some(h) = &holder {
+            if h.host == host_name() && !super::zookeeper::pid_alive(h.pid) && !token.is_empty() {
+                let stolen = sqlx::query(
+                    "UPDATE leafid_worker_lease SET holder = ?, holder_info = ?, \
+                     expires_at = NOW(3) + INTERVAL ? MICROSECOND WHERE worker_id = ? AND holder = ?",
+                )
+                .bind(&self.token)
+                .bind(&me)
+                .bind(FIRST_TERM.as_micros() as i64)
+                .bind(id)
+                .bind(&token)
+                .execute(self.pool())
+                .await
+                .map_err(|e| self.db_err("take leafid_worker_lease", e))?;
+                if stolen.rows_affected() == 1 {
+                    tracing::info!(
+                        worker_id = id,
+                        dead_pid = h.pid,
+                        "took over the lease of a process of this host that has exited"
+                    );
+                    let reading = self.read_clock(self.pool()).await?;
+                    self.keep_reading(reading);
+                    return Ok(());
+                }
+            }
+        }
+        let who = match &holder {
+            Some(h) => h.to_string(),
+            None => "another process".into(),
+        };
+        Err(Error::WorkerIdInUse {
+            identity: format!(
+                "MySQL {} leaf_workerid_alloc row {id} ({})",
+                self.shown_url,
+                self.ip_port()
+            ),
+            worker_id: u32::try_from(id).ok(),
+            holder: format!("{who}, whose lease runs {left_ms} ms more unless renewed"),
+            advice: super::IN_USE_ADVICE.into(),
+        })
+    }
+
+    /// Ends this registry's lease on worker `id` (if it still holds it).
+    async fn drop_lease(&self, id: i64) -> Result<()> {
+        sqlx::query(
+            "UPDATE leafid_worker_lease SET holder = '', expires_at = '1970-01-02 00:00:00' \
+             WHERE worker_id = ? AND holder = ?",
+        )
+        .bind(id)
+        .bind(&self.token)
+        .execute(self.pool())
+        .await
+        .map_err(|e| self.db_err("release leafid_worker_lease", e))?;
+        Ok(())
+    }
+
+    async fn write(&self, lease: &Lease, bound_ms: i64) -> Result<()> {
+        let lost = |cause: String| Error::LeaseLost {
+            worker_id: lease.worker_id,
+            cause,
+        };
+        // The lease lasts until the bound has passed, plus the grace.
+        let term_us = (bound_ms - system_now_ms())
+            .saturating_add(LEASE_GRACE.as_millis() as i64)
+            .saturating_mul(1000);
+        let mut tx = self
+            .pool()
+            .begin()
+            .await
+            .map_err(|e| self.db_err("begin", e))?;
+        let extended = sqlx::query(
+            "UPDATE leafid_worker_lease SET expires_at = NOW(3) + INTERVAL ? MICROSECOND \
+             WHERE worker_id = ? AND holder = ?",
+        )
+        .bind(term_us)
+        .bind(lease.worker_id as i64)
+        .bind(&self.token)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| self.db_err("renew leafid_worker_lease", e))?;
+        if extended.rows_affected() == 0 {
+            return Err(lost(format!(
+                "the lease in leafid_worker_lease (MySQL {}) was taken by another process or deleted",
+                self.shown_url
+            )));
+        }
+        // `ip_port` in the WHERE: a worker id from the cache file never overwrites
+        // another identity's row. Zero rows: the row was deleted or handed to another
+        // identity, so this id is no longer ours.
+        let written = sqlx::query(
+            "UPDATE leaf_workerid_alloc SET max_timestamp = ?, update_time = NOW() WHERE id = ? AND ip_port = ?",
         )
         .bind(bound_ms)
         .bind(lease.worker_id as i64)
         .bind(self.ip_port())
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await
         .map_err(|e| self.db_err("update max_timestamp", e))?;
+        if written.rows_affected() == 0 {
+            return Err(lost(format!(
+                "row id={} ip_port={} of leaf_workerid_alloc (MySQL {}) is gone or belongs to another identity",
+                lease.worker_id,
+                self.ip_port(),
+                self.shown_url
+            )));
+        }
+        let reading = self.read_clock(&mut *tx).await?;
+        tx.commit().await.map_err(|e| self.db_err("commit", e))?;
+        self.keep_reading(reading);
         Ok(())
     }
 }
@@ -204,10 +433,13 @@ impl WorkerRegistry for MysqlRegistry {
         Box::pin(self.write(lease, bound_ms))
     }
 
-    fn release<'a>(&'a self, _lease: &'a Lease) -> BoxFuture<'a, Result<()>> {
-        // The row stays this identity's; only the connections close.
+    fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<()>> {
+        // The row stays this identity's; the lease ends, the connections close.
         Box::pin(async move {
             if let Some(pool) = self.pool.get() {
+                if let Err(e) = self.drop_lease(lease.worker_id as i64).await {
+                    tracing::warn!(error = %e, "cannot end the worker-id lease; it lapses on its own");
+                }
                 pool.close().await;
             }
             Ok(())
@@ -216,6 +448,13 @@ impl WorkerRegistry for MysqlRegistry {
 
     fn survives_outage(&self) -> bool {
         true
+    }
+
+    fn take_clock_reading(&self) -> Option<ClockReading> {
+        self.reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     fn describe(&self) -> String {

@@ -17,6 +17,23 @@
 //! before it asks, so no id of this worker carries a later timestamp, and it lets a quick
 //! restart start at once instead of waiting out the heartbeat's look-ahead.
 //!
+//! **One live holder per identity.** Leaf could assume one process per `ip:port` because
+//! its server bound that port; a library inside multi-process servers cannot. So:
+//! - every leafid holder keeps an EPHEMERAL node `/snowflake/{name}/holders/{ip}:{port}/live`
+//!   (data `{"host","pid","since_ms"}`) while it issues; Java Leaf never reads
+//!   `/snowflake/{name}/holders`. A second claimant finds it and gets
+//!   [`Error::WorkerIdInUse`] naming the holder (or, when the holder was a process of this
+//!   host that has died, waits up to the session timeout for ZooKeeper to remove it).
+//!   Every renew first checks the node is still this session's.
+//! - a Java Leaf server counts as live while its forever node was written within
+//!   [`JAVA_LIVE_WINDOW`] (three of Leaf's 3 s upload intervals), judged by ZooKeeper's own
+//!   clock: the node's `mtime` against the `ctime` of the `live` node just created. Start-up
+//!   then watches the node until that window has passed: a node written again meanwhile
+//!   (`mzxid` changed) is a live server, refused with `WorkerIdInUse`.
+//! - a leafid holder that closes records the `mzxid` of its last write in
+//!   `/snowflake/{name}/holders/{ip}:{port}` (persistent): a node last written by a
+//!   leafid that let go is free at once, so a quick restart does not wait.
+//!
 //! Nodes are never deleted (as in Leaf): every new `ip:port` burns one id for good, and
 //! past the layout's largest worker id (1023 with Leaf's layout) a new identity cannot
 //! start. The id belongs to the identity while ZooKeeper is down, so the generator may go
@@ -29,7 +46,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::zk_client as zk;
-use super::{IssueLimit, Lease, WorkerRegistry};
+use super::{system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -38,6 +55,42 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_millis(6000);
 /// How long a start-up waits for a ZooKeeper session before it gives up (and the
 /// generator falls back to its cache file): short, so a down ensemble fails fast.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(3000);
+
+/// How recently a forever node must have been written, by ZooKeeper's clock, for its
+/// writer to count as a live Java Leaf server (Leaf uploads every 3 s).
+pub const JAVA_LIVE_WINDOW: Duration = Duration::from_millis(9000);
+
+/// How often start-up re-reads a node it is waiting on.
+const POLL: Duration = Duration::from_millis(250);
+
+/// What a leafid holder writes into its `live` node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct LiveRecord {
+    host: String,
+    pid: u32,
+    since_ms: i64,
+}
+
+/// Whether process `pid` on this host is alive (`kill(pid, 0)`; EPERM means alive).
+pub(crate) fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// A connect string with any password replaced by `***`, for messages and file names.
+fn shown(connect: &str) -> String {
+    match connect.rsplit_once('@') {
+        Some((creds, hosts)) => {
+            let user = creds.split_once(':').map(|(u, _)| u).unwrap_or(creds);
+            format!("{user}:***@{hosts}")
+        }
+        None => connect.to_string(),
+    }
+}
 
 /// The data of a forever node, field for field as Java Leaf's `Endpoint`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,6 +151,12 @@ struct State {
     node: Option<(String, u32)>,
     /// Whether this registry holds its identity in [`held_identities`].
     claimed: bool,
+    /// The session whose `live` node marks this registry as the identity's holder.
+    live_session: Option<i64>,
+    /// The `mzxid` of this holder's last write to the forever node.
+    last_mzxid: Option<i64>,
+    /// The registry's clock, as seen by the last write (for the generator's clock check).
+    reading: Option<ClockReading>,
 }
 
 /// Leaf's forever-mode registry. Connects at `acquire`; building it does no I/O.
@@ -145,6 +204,173 @@ impl ZookeeperRegistry {
 
     fn identity_key(&self) -> String {
         format!("{}/{}", self.name, self.address())
+    }
+
+    /// `/snowflake/{name}/holders/{ip}:{port}`: leafid's release record for this identity.
+    fn holder_path(&self) -> String {
+        format!("/snowflake/{}/holders/{}", self.name, self.address())
+    }
+
+    /// The EPHEMERAL node of this identity's live leafid holder.
+    fn live_path(&self) -> String {
+        format!("{}/live", self.holder_path())
+    }
+
+    /// How messages name this identity.
+    fn identity(&self) -> String {
+        format!(
+            "ZooKeeper {} {}/{}",
+            shown(&self.connect),
+            self.forever_path(),
+            self.address()
+        )
+    }
+
+    fn in_use(&self, worker_id: Option<u32>, holder: String) -> Error {
+        Error::WorkerIdInUse {
+            identity: self.identity(),
+            worker_id,
+            holder,
+            advice: super::IN_USE_ADVICE.into(),
+        }
+    }
+
+    /// Marks this session as the identity's live holder: creates the EPHEMERAL `live`
+    /// node, or fails with `WorkerIdInUse` when another session has it. Records
+    /// ZooKeeper's clock (the node's `ctime`) and returns it.
+    async fn claim_live(&self, client: &zk::Client, st: &mut State) -> Result<i64> {
+        let live = self.live_path();
+        let holder = self.holder_path();
+        client
+            .mkdir(&holder)
+            .await
+            .map_err(|e| self.err("create", &holder, e))?;
+        let record = serde_json::to_vec(&LiveRecord {
+            host: super::host_lock::host_name(),
+            pid: std::process::id(),
+            since_ms: system_now_ms(),
+        })
+        .expect("a live record always serializes");
+        let give_up =
+            tokio::time::Instant::now() + client.session_timeout() + Duration::from_secs(1);
+        loop {
+            let before = system_now_ms();
+            match client
+                .create(&live, &record, zk::CreateMode::Ephemeral)
+                .await
+            {
+                Ok(_) | Err(zk::ZkError::NodeExists) => {}
+                Err(e) => return Err(self.err("create", &live, e)),
+            }
+            let (data, stat) = match client.get_data(&live).await {
+                Ok(found) => found,
+                // Its holder just let go: try again (bounded like the wait below).
+                Err(zk::ZkError::NoNode) if tokio::time::Instant::now() < give_up => continue,
+                Err(e) => return Err(self.err("read", &live, e)),
+            };
+            let after = system_now_ms();
+            if stat.ephemeral_owner == client.session_id() {
+                st.live_session = Some(client.session_id());
+                st.reading = Some(ClockReading {
+                    registry_ms: stat.ctime,
+                    local_before_ms: before,
+                    local_after_ms: after,
+                    source: format!("ZooKeeper ctime of {live}"),
+                });
+                return Ok(stat.ctime);
+            }
+            let other: Option<LiveRecord> = serde_json::from_slice(&data).ok();
+            let holder = match &other {
+                Some(r) => format!(
+                    "leafid pid {} on {} (since {} ms since the Unix epoch; ZooKeeper session {:#x})",
+                    r.pid, r.host, r.since_ms, stat.ephemeral_owner
+                ),
+                None => format!("ZooKeeper session {:#x}", stat.ephemeral_owner),
+            };
+            // A holder of this host that has died: its node goes within the session timeout.
+            let dead_here = other
+                .as_ref()
+                .is_some_and(|r| r.host == super::host_lock::host_name() && !pid_alive(r.pid));
+            if !dead_here || tokio::time::Instant::now() >= give_up {
+                return Err(self.in_use(None, holder));
+            }
+            tracing::info!(%live, "the last holder of this identity has exited; waiting for ZooKeeper to end its session");
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Gives up the `live` node (and records the last write as leafid's when `released`).
+    async fn let_go(&self, client: &zk::Client, st: &mut State, released: bool) {
+        if st.live_session != Some(client.session_id()) {
+            return;
+        }
+        if let (true, Some(mzxid)) = (released, st.last_mzxid) {
+            let holder = self.holder_path();
+            if let Err(e) = client
+                .set_data(&holder, mzxid.to_string().as_bytes(), None)
+                .await
+            {
+                tracing::warn!(error = %e, %holder, "cannot record the release of this identity; a restart waits for the forever node to age");
+            }
+        }
+        if let Err(e) = client.delete(&self.live_path(), None).await {
+            tracing::debug!(error = %e, "cannot delete the live node; it goes with the session");
+        }
+        st.live_session = None;
+    }
+
+    /// Refuses an identity whose forever node a live Java Leaf server keeps writing.
+    /// `zk_now` is ZooKeeper's clock at the claim.
+    async fn check_java_idle(
+        &self,
+        client: &zk::Client,
+        path: &str,
+        id: u32,
+        zk_now: i64,
+    ) -> Result<()> {
+        let holder = self.holder_path();
+        let released: Option<i64> = match client.get_data(&holder).await {
+            Ok((data, _)) => std::str::from_utf8(&data)
+                .ok()
+                .and_then(|t| t.trim().parse().ok()),
+            Err(zk::ZkError::NoNode) => None,
+            Err(e) => return Err(self.err("read", &holder, e)),
+        };
+        let first = match client.check_stat(path).await {
+            Ok(Some(stat)) => stat,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(self.err("read", path, e)),
+        };
+        if released == Some(first.mzxid) {
+            return Ok(()); // last written by a leafid holder that let go
+        }
+        let window = JAVA_LIVE_WINDOW.as_millis() as i64;
+        let age = zk_now - first.mtime;
+        if age >= window {
+            return Ok(());
+        }
+        tracing::info!(%path, age_ms = age, "forever node written recently and not released by leafid; \
+            checking that no Java Leaf server still writes it");
+        let deadline = tokio::time::Instant::now() + Duration::from_millis((window - age) as u64);
+        while tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(POLL).await;
+            let now = match client.check_stat(path).await {
+                Ok(Some(stat)) => stat,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(self.err("read", path, e)),
+            };
+            if now.mzxid != first.mzxid {
+                return Err(self.in_use(
+                    Some(id),
+                    format!(
+                        "a process that keeps writing {path} (last {} ms apart by ZooKeeper's clock), \
+                         most likely a live Java Leaf server",
+                        now.mtime - first.mtime
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn err(&self, op: &str, path: &str, e: zk::ZkError) -> Error {
@@ -235,19 +461,39 @@ impl ZookeeperRegistry {
         if !st.claimed {
             let mut held = held_identities().lock().unwrap_or_else(|p| p.into_inner());
             if !held.insert(self.identity_key()) {
-                return Err(Error::InvalidConfig(format!(
-                    "another snowflake generator in this process already uses ZooKeeper identity {} under {}; \
-                     give each generator its own ?port= (two would share one worker id)",
-                    self.address(),
-                    self.forever_path()
-                )));
+                return Err(self.in_use(
+                    None,
+                    format!(
+                        "another snowflake generator in this process (pid {})",
+                        std::process::id()
+                    ),
+                ));
             }
             st.claimed = true;
         }
         let client = self.client(&mut st).await?;
+        let zk_now = self.claim_live(&client, &mut st).await?;
+        let taken = self
+            .take_node(&client, &mut st, max_worker_id, zk_now)
+            .await;
+        if taken.is_err() {
+            self.let_go(&client, &mut st, false).await;
+        }
+        taken
+    }
+
+    async fn take_node(
+        &self,
+        client: &zk::Client,
+        st: &mut State,
+        max_worker_id: u32,
+        zk_now: i64,
+    ) -> Result<Lease> {
+        let client = client.clone();
         let forever = self.forever_path();
         let (path, id, floor) = match self.find_own(&client).await? {
             Some((path, id)) => {
+                self.check_java_idle(&client, &path, id, zk_now).await?;
                 let floor = self.read_timestamp(&client, &path).await?;
                 tracing::info!(%path, worker_id = id, floor, "reusing this ip:port's forever node");
                 (path, id, floor)
@@ -295,7 +541,7 @@ impl ZookeeperRegistry {
         Ok(Lease {
             worker_id: id,
             floor_ms: floor,
-            location: format!("zookeeper {}{path}", self.connect),
+            location: format!("zookeeper {}{path}", shown(&self.connect)),
         })
     }
 
@@ -338,15 +584,56 @@ impl ZookeeperRegistry {
                 }
             }
         };
-        client
+        // Still the live holder? A new session (the old one expired) claims again; a
+        // `live` node of another session means someone else now holds this identity.
+        let live = self.live_path();
+        if st.live_session != Some(client.session_id()) {
+            match self.claim_live(&client, &mut st).await {
+                Ok(_) => {}
+                Err(Error::WorkerIdInUse { holder, .. }) => {
+                    return Err(Error::LeaseLost {
+                        worker_id: lease.worker_id,
+                        cause: format!("{} is now held by {holder}", self.identity()),
+                    })
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            match client.check_stat(&live).await {
+                Ok(Some(stat)) if stat.ephemeral_owner == client.session_id() => {}
+                Ok(_) => {
+                    st.live_session = None;
+                    return Err(Error::LeaseLost {
+                        worker_id: lease.worker_id,
+                        cause: format!("{live} was deleted or taken by another session"),
+                    });
+                }
+                Err(e) => return Err(self.err("read", &live, e)),
+            }
+        }
+        let before = system_now_ms();
+        let stat = client
             .set_data(&path, &self.endpoint_bytes(bound_ms), None)
             .await
             .map_err(|e| self.err("write", &path, e))?;
+        st.last_mzxid = Some(stat.mzxid);
+        st.reading = Some(ClockReading {
+            registry_ms: stat.mtime,
+            local_before_ms: before,
+            local_after_ms: system_now_ms(),
+            source: format!("ZooKeeper mtime of {path}"),
+        });
         Ok(())
     }
 
     async fn drop_session(&self) {
         let mut st = self.state.lock().await;
+        if let Some(client) = st.client.clone() {
+            if !client.state().is_terminated() {
+                self.let_go(&client, &mut st, true).await;
+            }
+        }
+        st.last_mzxid = None;
         // Dropping the last client closes the session.
         st.client = None;
         st.node = None;
@@ -396,10 +683,14 @@ impl WorkerRegistry for ZookeeperRegistry {
     fn describe(&self) -> String {
         format!(
             "zookeeper-{}-{}-{}",
-            self.connect,
+            shown(&self.connect),
             self.name,
             self.address()
         )
+    }
+
+    fn take_clock_reading(&self) -> Option<ClockReading> {
+        self.state.try_lock().ok()?.reading.take()
     }
 }
 

@@ -1,0 +1,308 @@
+//! [`HostLock`]: an exclusive `flock` on a file, tied to that file's path.
+//!
+//! Used by `local` (one lock file per worker id) and by the generator beside the worker
+//! cache file of every registry whose id comes from configuration (`fixed`, `zookeeper`,
+//! `mysql`), so that two processes (or two generators in one process) on one host never
+//! hold one identity at once.
+//!
+//! `flock` (not `fcntl`) on purpose: its locks belong to the open file description, so two
+//! generators in one process exclude each other, and closing an unrelated descriptor of
+//! the same file does not drop the lock. The kernel drops it when the holder's last
+//! descriptor closes, so a process that dies (even by SIGKILL) frees the lock at once.
+//!
+//! A lock only excludes processes that lock the *same inode*. A lock file unlinked or
+//! replaced under its holder (systemd-tmpfiles, an operator cleaning the directory) would
+//! let the next process lock a fresh inode at the same path while the first still
+//! issues. So taking a lock re-checks that the path still names the locked inode, and
+//! [`HostLock::check`] (run on every heartbeat) fails once it does not: the holder stops
+//! issuing. Network filesystems, where `flock` is emulated or local to one client, are
+//! refused ([`refuse_network_fs`]).
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Who holds a lock, written into the lock file by the holder for messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// The holder's host name.
+    pub host: String,
+    /// The holder's process id.
+    pub pid: u32,
+    /// When it took the lock (ms since the Unix epoch, local clock).
+    pub since_ms: i64,
+}
+
+impl Holder {
+    /// This process, now.
+    pub fn this_process() -> Holder {
+        Holder {
+            host: host_name(),
+            pid: std::process::id(),
+            since_ms: super::system_now_ms(),
+        }
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pid {} on {} since {} ms since the Unix epoch",
+            self.pid, self.host, self.since_ms
+        )
+    }
+}
+
+/// This host's name (`gethostname`), or "unknown".
+pub fn host_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates on success
+    // when the name fits, and we stop at the first NUL or the buffer's end.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    if rc != 0 {
+        return "unknown".into();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Refuses a directory on a network filesystem (NFS, SMB/CIFS, Ceph, 9p, AFS), where
+/// `flock` is emulated with other semantics or covers one client only, so it cannot
+/// keep two hosts (or even two processes) from one worker id.
+pub fn refuse_network_fs(dir: &Path) -> Result<()> {
+    const NFS: i64 = 0x6969;
+    const SMB: i64 = 0x517b;
+    const CIFS: i64 = 0xff53_4d42;
+    const SMB2: i64 = 0xfe53_4d42;
+    const CEPH: i64 = 0x00c3_6400;
+    const V9FS: i64 = 0x0102_1997;
+    const AFS: i64 = 0x5346_414f;
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::InvalidConfig(format!("{} contains a NUL byte", dir.display())))?;
+    // SAFETY: a zeroed statfs is a valid out-parameter; the path is NUL-terminated.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid path pointer and out-parameter for the duration of the call.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(Error::io(dir, std::io::Error::last_os_error()));
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between libc targets
+    let kind = st.f_type as i64 & 0xffff_ffff;
+    let name = match kind {
+        NFS => "NFS",
+        SMB | CIFS | SMB2 => "SMB/CIFS",
+        CEPH => "Ceph",
+        V9FS => "9p",
+        AFS => "AFS",
+        _ => return Ok(()),
+    };
+    Err(Error::InvalidConfig(format!(
+        "{} is on a network filesystem ({name}), where file locks cannot keep two processes from \
+         one worker id; use a local directory (e.g. under /run or /var/lib) for local:// and the \
+         cache directory, or zookeeper-recycle:// for hosts that share storage",
+        dir.display()
+    )))
+}
+
+/// An exclusive lock on a file, held while this value lives (or until [`HostLock::unlock`]).
+#[derive(Debug)]
+pub struct HostLock {
+    path: PathBuf,
+    /// The locked file; `None` once unlocked or forgotten after a fork.
+    file: Mutex<Option<File>>,
+    dev: u64,
+    ino: u64,
+}
+
+/// What [`HostLock::try_lock`] found.
+#[derive(Debug)]
+pub enum Attempt {
+    /// The lock is ours.
+    Locked(HostLock),
+    /// Another open file holds it; the holder as written in the file, when readable.
+    Held(Option<Holder>),
+}
+
+impl HostLock {
+    /// Tries to lock `path` (created 0644 when missing, symlinks refused) without waiting.
+    pub fn try_lock(path: &Path) -> Result<Attempt> {
+        // A lock file unlinked between our open and our flock would be a lock on an
+        // orphan inode: retry until the path still names the inode we locked.
+        for _ in 0..16 {
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o644)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(path)
+                .map_err(|e| Error::io(path, e))?;
+            // SAFETY: a valid descriptor we own; LOCK_NB makes the call return at once.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc != 0 {
+                let err = std::io::Error::last_os_error();
+                if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                    return Ok(Attempt::Held(read_holder(&mut file)));
+                }
+                return Err(Error::io(path, err));
+            }
+            let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+            match std::fs::symlink_metadata(path) {
+                Ok(now) if now.dev() == meta.dev() && now.ino() == meta.ino() => {}
+                // Replaced or unlinked while we locked: the lock guards nothing; again.
+                Ok(_) | Err(_) => continue,
+            }
+            let holder = Holder::this_process();
+            let body = serde_json::to_vec(&holder).expect("a holder always serializes");
+            // The holder record is for messages only; failing to write it is harmless.
+            let _ = file.set_len(0);
+            let _ = file.rewind();
+            let _ = file.write_all(&body);
+            return Ok(Attempt::Locked(HostLock {
+                path: path.to_path_buf(),
+                file: Mutex::new(Some(file)),
+                dev: meta.dev(),
+                ino: meta.ino(),
+            }));
+        }
+        Err(Error::InvalidConfig(format!(
+            "{} keeps being replaced while it is locked; is another program deleting files in {}?",
+            path.display(),
+            path.parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        )))
+    }
+
+    /// The lock file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Fails when the lock no longer guards the path: the file was unlinked or replaced
+    /// (another process may since have locked a new file there), or it was unlocked.
+    pub fn check(&self) -> Result<()> {
+        let guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(file) = guard.as_ref() else {
+            return Err(self.lost("the lock was released"));
+        };
+        let meta = file.metadata().map_err(|e| Error::io(&self.path, e))?;
+        if meta.nlink() == 0 {
+            return Err(self.lost("the lock file was deleted"));
+        }
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(now) if now.dev() == self.dev && now.ino() == self.ino => Ok(()),
+            Ok(_) => Err(self.lost("the lock file was replaced by another file")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(self.lost("the lock file was deleted"))
+            }
+            Err(e) => Err(Error::io(&self.path, e)),
+        }
+    }
+
+    fn lost(&self, why: &str) -> Error {
+        Error::LeaseLost {
+            worker_id: u32::MAX,
+            cause: format!(
+                "{why} ({}); another process may now hold the same worker id, so issuing stops \
+                 (keep the directory out of tmp cleaners such as systemd-tmpfiles)",
+                self.path.display()
+            ),
+        }
+    }
+
+    /// Unlocks and closes the file: the lock is free at once, even if a forked child
+    /// still holds a copy of the descriptor.
+    pub fn unlock(&self) {
+        let file = self.file.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(file) = file {
+            // SAFETY: a valid descriptor we own.
+            unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+        }
+    }
+
+    /// In a child after `fork()`: closes this process's copy of the descriptor without
+    /// unlocking (the parent still owns the lock; keeping the copy open would hold the
+    /// parent's lock after it exits).
+    pub fn forget_inherited(&self) {
+        // try_lock: a parent thread may have held the mutex at the fork; then the copy
+        // stays open until this process exits, which is safe, only less prompt.
+        if let Ok(mut file) = self.file.try_lock() {
+            drop(file.take());
+        }
+    }
+}
+
+/// Reads the holder record of a held lock file (for messages).
+fn read_holder(file: &mut File) -> Option<Holder> {
+    let mut buf = Vec::new();
+    file.rewind().ok()?;
+    file.take(4096).read_to_end(&mut buf).ok()?;
+    serde_json::from_slice(&buf).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn locked(a: Attempt) -> HostLock {
+        match a {
+            Attempt::Locked(l) => l,
+            Attempt::Held(h) => panic!("held by {h:?}"),
+        }
+    }
+
+    #[test]
+    fn a_second_open_in_one_process_is_refused_and_names_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        let first = locked(HostLock::try_lock(&path).unwrap());
+        match HostLock::try_lock(&path).unwrap() {
+            Attempt::Held(Some(h)) => assert_eq!(h.pid, std::process::id()),
+            other => panic!("expected held, got {other:?}"),
+        }
+        first.unlock();
+        locked(HostLock::try_lock(&path).unwrap());
+    }
+
+    #[test]
+    fn check_fails_once_the_lock_file_is_unlinked_or_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.lock");
+        let held = locked(HostLock::try_lock(&path).unwrap());
+        held.check().unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(matches!(held.check(), Err(Error::LeaseLost { .. })));
+        // A newcomer locks a new inode at the same path; the old holder stays refused.
+        let newcomer = locked(HostLock::try_lock(&path).unwrap());
+        newcomer.check().unwrap();
+        assert!(held.check().is_err());
+        std::fs::write(dir.path().join("y"), b"").unwrap();
+        std::fs::rename(dir.path().join("y"), &path).unwrap();
+        assert!(newcomer.check().is_err());
+    }
+
+    #[test]
+    fn symlinked_lock_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, b"").unwrap();
+        let path = dir.path().join("x.lock");
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert!(matches!(HostLock::try_lock(&path), Err(Error::Io { .. })));
+    }
+
+    #[test]
+    fn local_directories_are_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        refuse_network_fs(dir.path()).unwrap();
+    }
+}

@@ -55,11 +55,15 @@ def _code(e: pytest.ExceptionInfo[leafid.LeafError]) -> str:
 def test_clock_behind_the_local_bound_refuses_to_start(tmp_path: Path) -> None:
     locks = tmp_path / "locks"
     locks.mkdir()
-    # Worker 0 claims to have issued up to an hour from now.
-    (locks / "worker-0.json").write_text(json.dumps(
-        {"worker_id": 0, "bound_ms": time.time_ns() // 1_000_000 + 3_600_000}))
+    # A pool of two ids (one worker bit), both claimed to have issued up to an hour from
+    # now: no free id whose bound is past (one would be taken instead).
+    layout = leafid.Layout(timestamp_bits=41, worker_bits=1, sequence_bits=21)
+    for worker_id in (0, 1):
+        (locks / f"worker-{worker_id}.json").write_text(json.dumps(
+            {"worker_id": worker_id, "bound_ms": time.time_ns() // 1_000_000 + 3_600_000}))
     with pytest.raises(leafid.ClockBehindRegistry) as e:
-        leafid.SnowflakeGenerator(f"local://{locks}", cache_dir=tmp_path, startup_wait=0.0)
+        leafid.SnowflakeGenerator(f"local://{locks}", layout=layout, cache_dir=tmp_path,
+                                  startup_wait=0.0)
     assert isinstance(e.value, leafid.ClockError)
     assert _code(e) == "LEAF_CLOCK_BEHIND_REGISTRY" and "behind" in str(e.value)
 

@@ -103,6 +103,8 @@ def assert_no_duplicates(outcomes: list[Outcome]) -> None:
     ids = [i for o in outcomes for i in o.ids]
     assert len(ids) == len(set(ids)), f"{len(ids) - len(set(ids))} duplicate ids"
     for o in outcomes:
+        if o.worker_id is None:
+            continue
         assert len(o.ids) == IDS_PER_PROCESS
         assert {leafid.decode(i).worker_id for i in o.ids} == {o.worker_id}
 
@@ -160,11 +162,13 @@ def test_fixed_worker_id_of_one_config_has_one_live_holder(tmp_path: Path, share
     assert_one_live_holder(outcomes, "fixed:7")
 
 
-def test_second_fixed_generator_in_one_process_is_refused(tmp_path: Path) -> None:
-    first = leafid.SnowflakeGenerator("fixed:7", cache_dir=tmp_path / "a")
+@SHARING
+def test_second_fixed_generator_in_one_process_is_refused(tmp_path: Path, shared: bool) -> None:
+    first_dir, second_dir = cache_dirs(tmp_path, shared)[:2]
+    first = leafid.SnowflakeGenerator("fixed:7", cache_dir=first_dir)
     try:
         with pytest.raises(leafid.WorkerIdInUse) as e:
-            leafid.SnowflakeGenerator("fixed:7", cache_dir=tmp_path / "b")
+            leafid.SnowflakeGenerator("fixed:7", cache_dir=second_dir)
         assert isinstance(e.value, leafid.UnavailableError) and not isinstance(e.value, ValueError)
         assert e.value.code == "LEAF_WORKER_ID_IN_USE" and "fixed:7" in str(e.value)
         # The first keeps issuing under its id.
@@ -172,5 +176,5 @@ def test_second_fixed_generator_in_one_process_is_refused(tmp_path: Path) -> Non
     finally:
         first.close()
     # close() lets the id go: the next generator of the config takes it.
-    with leafid.SnowflakeGenerator("fixed:7", cache_dir=tmp_path / "b") as again:
+    with leafid.SnowflakeGenerator("fixed:7", cache_dir=second_dir) as again:
         assert leafid.decode(again.next_id()).worker_id == 7

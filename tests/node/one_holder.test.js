@@ -13,7 +13,7 @@ const cluster = require('node:cluster');
 const path = require('node:path');
 const { ROOT, env, tmpdir, uniqueTag } = require('./helpers');
 
-const { decode } = require(ROOT);
+const { SnowflakeGenerator, decode } = require(ROOT);
 
 const WORKERS = 4;
 const IDS_PER_WORKER = 20000;
@@ -105,5 +105,26 @@ for (const shared of [false, true]) {
     // An id no other test file uses: node --test may run files side by side, and the
     // holder of a fixed id is one per host.
     assertOneLiveHolder(await claimAtOnce('fixed:71', cacheDirs(shared)), 'fixed:71');
+  });
+}
+
+for (const shared of [false, true]) {
+  test(`fixed worker id: a second generator in one process rejects with LEAF_WORKER_ID_IN_USE (${shared ? 'one cache dir' : 'own cache dirs'})`, async () => {
+    const [firstDir, secondDir] = cacheDirs(shared);
+    const first = await SnowflakeGenerator.connect({ registry: 'fixed:72', cacheDir: firstDir });
+    try {
+      await assert.rejects(SnowflakeGenerator.connect({ registry: 'fixed:72', cacheDir: secondDir }), (e) => {
+        assert.equal(e.code, 'LEAF_WORKER_ID_IN_USE', e.message);
+        assert.ok(e.message.includes('fixed:72'), e.message);
+        return true;
+      });
+      assert.equal(decode(first.nextId()).workerId, 72, 'the first keeps issuing under its id');
+    } finally {
+      await first.close();
+    }
+    // close() lets the id go: the next generator of the config takes it.
+    const again = await SnowflakeGenerator.connect({ registry: 'fixed:72', cacheDir: secondDir });
+    assert.equal(decode(again.nextId()).workerId, 72);
+    await again.close();
   });
 }

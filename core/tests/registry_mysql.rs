@@ -67,7 +67,7 @@ fn unique_ip(tag: u8) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    format!("t{tag}-{}-{n}", std::process::id())
+    format!("t{tag}_{}_{n}", std::process::id())
 }
 
 fn url(ip: &str, port: &str) -> String {
@@ -92,39 +92,58 @@ fn acquire(r: &Arc<MysqlRegistry>) -> leafid::Result<leafid::snowflake::registry
     leafid::runtime::block_on(async move { r.acquire(u32::MAX >> 1, IssueLimit::closed()).await })
 }
 
+fn release(r: &Arc<MysqlRegistry>, lease: &leafid::snowflake::registry::Lease) {
+    let (r, lease) = (r.clone(), lease.clone());
+    leafid::runtime::block_on(async move { r.release(&lease).await }).unwrap();
+}
+
 #[test]
 fn same_ip_port_gets_the_same_id_and_distinct_ones_get_distinct_ids() {
     let ip = unique_ip(1);
-    let a = acquire(&registry(&ip, "1")).unwrap();
+    let ra = registry(&ip, "1");
+    let a = acquire(&ra).unwrap();
     let b = acquire(&registry(&ip, "2")).unwrap();
-    let a2 = acquire(&registry(&ip, "1")).unwrap();
     assert_ne!(a.worker_id, b.worker_id);
+    // While `a` holds its lease, the same identity is refused; once released, the same
+    // id comes back.
+    let again = registry(&ip, "1");
+    let err = acquire(&again).unwrap_err();
+    assert!(
+        matches!(err, Error::WorkerIdInUse { worker_id: Some(w), .. } if w == a.worker_id),
+        "{err:?}"
+    );
+    release(&ra, &a);
+    let a2 = acquire(&again).unwrap();
     assert_eq!(a.worker_id, a2.worker_id);
 }
 
 #[test]
 fn concurrent_acquires_never_share_an_id() {
     let ip = unique_ip(2);
-    // 16 identities, each started by 3 threads at once: one row per identity, each
-    // identity's threads agree, no two identities share.
+    // 16 identities, each started by 3 threads at once: one row per identity, exactly
+    // one thread per identity holds it (the others get WorkerIdInUse), no two
+    // identities share.
     let threads: Vec<_> = (0..48)
         .map(|i| {
             let ip = ip.clone();
             std::thread::spawn(move || {
                 let port = format!("{}", i % 16);
-                (
-                    port.clone(),
-                    acquire(&registry(&ip, &port)).unwrap().worker_id,
-                )
+                (port.clone(), acquire(&registry(&ip, &port)))
             })
         })
         .collect();
     let mut by_port = std::collections::HashMap::new();
     for t in threads {
-        let (port, id) = t.join().unwrap();
-        let prev = by_port.entry(port.clone()).or_insert(id);
-        assert_eq!(*prev, id, "identity {port} got two ids");
+        match t.join().unwrap() {
+            (port, Ok(lease)) => {
+                let prev = by_port.insert(port.clone(), lease.worker_id);
+                assert!(prev.is_none(), "identity {port} held twice");
+            }
+            (_, Err(Error::WorkerIdInUse { .. })) => {}
+            (_, Err(e)) => panic!("{e:?}"),
+        }
     }
+    assert_eq!(by_port.len(), 16, "every identity has one holder");
     let ids: HashSet<u32> = by_port.values().copied().collect();
     assert_eq!(ids.len(), 16, "two identities share an id: {by_port:?}");
 }
@@ -139,9 +158,11 @@ fn stored_bound_is_the_floor_and_a_clock_behind_it_is_refused() {
     g.close();
     let last_ms = g.decode(last).timestamp_ms;
     // The final renew stored the exact last timestamp.
-    let lease = acquire(&registry(&ip, "1")).unwrap();
+    let r = registry(&ip, "1");
+    let lease = acquire(&r).unwrap();
     assert_eq!(lease.worker_id, worker);
     assert_eq!(lease.floor_ms, last_ms);
+    release(&r, &lease);
 
     // Restart with a clock a minute behind: refused.
     let cache2 = tempfile::tempdir().unwrap(); // no help from the cache file
@@ -177,7 +198,9 @@ fn row_ids_past_the_worker_range_are_refused_not_wrapped() {
     let layout = Layout::new(41, 1, 21, LEAF_EPOCH_MS).unwrap();
     acquire(&registry(&ip, "a")).unwrap();
     acquire(&registry(&ip, "b")).unwrap();
-    let lease = acquire(&registry(&ip, "1")).unwrap();
+    let r = registry(&ip, "1");
+    let lease = acquire(&r).unwrap();
+    release(&r, &lease);
     assert!(
         lease.worker_id > 1,
         "the third row of a table has id 3 or more"
@@ -192,7 +215,10 @@ fn row_ids_past_the_worker_range_are_refused_not_wrapped() {
     match err {
         Error::WorkerIdExhausted { pool, size } => {
             assert_eq!(size, 2);
-            assert!(pool.contains("never wraps"), "{pool}");
+            assert!(
+                pool.contains("UPDATE leaf_workerid_alloc SET ip_port"),
+                "{pool}"
+            );
         }
         other => panic!("expected WorkerIdExhausted, got {other:?}"),
     }

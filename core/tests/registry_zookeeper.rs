@@ -299,7 +299,7 @@ fn two_generators_of_one_identity_in_one_process_are_refused() {
     let cache = tempfile::tempdir().unwrap();
     let a = gen(&name, "10.4.0.1", "1", cache.path()).unwrap();
     let err = gen(&name, "10.4.0.1", "1", cache.path()).unwrap_err();
-    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(matches!(err, Error::WorkerIdInUse { .. }), "{err:?}");
     a.close();
     // Once closed, the identity is free again.
     let b = gen(&name, "10.4.0.1", "1", cache.path()).unwrap();

@@ -685,6 +685,9 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
             Source::Custom(r) => (r.clone(), None),
         };
     let cache = WorkerCache::new(&settings.cache_dir, &registry.describe());
+    // Old cache files of identities long gone; best effort, off the runtime's workers.
+    let cache_dir = settings.cache_dir.clone();
+    let _ = tokio::task::spawn_blocking(move || super::registry::cache::prune(&cache_dir)).await;
     let host_lock = if settings.registry.needs_host_lock() {
         let (cache, registry) = (cache.clone(), registry.clone());
         let scheme = settings.registry.scheme();
@@ -782,7 +785,7 @@ fn lock_beside(
     scheme: &str,
 ) -> Result<HostLock> {
     let dir = cache.path().parent().unwrap_or(std::path::Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    super::registry::ensure_private_dir(dir)?;
     host_lock::refuse_network_fs(dir)?;
     let mut path = cache.path().as_os_str().to_owned();
     path.push(".lock");

@@ -4,10 +4,18 @@
 //! It lets a restart while the registry is down keep its worker id (for registries
 //! whose ids survive an outage), and it raises the start-up floor when the registry's
 //! copy of the bound is older than the local one. Writes go to a temporary file that
-//! is renamed over the old one, so a crash leaves either the old or the new content.
+//! is renamed over the old one (then the directory is synced), so a crash leaves either
+//! the old or the new content.
+//!
+//! The cache directory is private: created 0700, and refused when another user owns it
+//! or others may write to it (a file planted there could lower a floor). Files are
+//! created without following symlinks. Files untouched for [`PRUNE_AFTER`] are pruned:
+//! their bounds are that far in the past, so they no longer protect anything.
 
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -22,10 +30,99 @@ pub struct CacheEntry {
     pub bound_ms: i64,
 }
 
+/// Cache files (and their locks) untouched this long are pruned.
+pub const PRUNE_AFTER: Duration = Duration::from_secs(30 * 24 * 3600);
+
 /// One cache file.
 #[derive(Debug, Clone)]
 pub struct WorkerCache {
     path: PathBuf,
+    /// Whether the directory must be private (the cache directory; not `local`'s
+    /// shared lock directory).
+    private: bool,
+}
+
+/// Creates `dir` (0700) when missing and refuses it when it is not private: owned by
+/// another user, or writable by group or others.
+pub fn ensure_private_dir(dir: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| Error::io(dir, e))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let refuse = |why: String| {
+        Err(Error::InvalidConfig(format!(
+            "cache directory {}: {why}; another user could plant a cache file there that lowers \
+             a worker's time floor. Use a private directory (cache_dir=…) or fix it with \
+             chown $(id -u) {} && chmod 700 {}",
+            dir.display(),
+            dir.display(),
+            dir.display()
+        )))
+    };
+    if !meta.is_dir() {
+        return refuse("is not a directory (a symlink?)".into());
+    }
+    if meta.uid() != me {
+        return refuse(format!(
+            "is owned by uid {}, not by this process's uid {me}",
+            meta.uid()
+        ));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return refuse(format!(
+            "is writable by group or others (mode {:o})",
+            meta.permissions().mode() & 0o777
+        ));
+    }
+    Ok(())
+}
+
+/// Deletes cache files, locks and stale temporary files in `dir` untouched for
+/// [`PRUNE_AFTER`] (one day for temporary files). A lock still held is kept.
+pub fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let now = std::time::SystemTime::now();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let limit = if name.contains(".tmp-") {
+            Duration::from_secs(24 * 3600)
+        } else if name.ends_with(".json") || name.ends_with(".json.lock") {
+            PRUNE_AFTER
+        } else {
+            continue;
+        };
+        let Ok(meta) = entry.metadata() else { continue };
+        let age = meta
+            .modified()
+            .ok()
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or_default();
+        if age < limit || !meta.is_file() {
+            continue;
+        }
+        if name.ends_with(".lock") {
+            // Only a lock nobody holds; `HostLock::check` makes a holder of an unlinked
+            // lock stop, so never delete one in use.
+            match super::host_lock::HostLock::try_lock(&path) {
+                Ok(super::host_lock::Attempt::Locked(lock)) => {
+                    let _ = std::fs::remove_file(&path);
+                    lock.unlock();
+                }
+                _ => continue,
+            }
+        } else {
+            let _ = std::fs::remove_file(&path);
+        }
+        tracing::debug!(path = %path.display(), "pruned an old worker cache file");
+    }
 }
 
 /// The default cache directory: `$XDG_CACHE_HOME/leafid`, else `~/.cache/leafid`, else
@@ -76,12 +173,16 @@ impl WorkerCache {
     pub fn new(dir: &Path, identity: &str) -> WorkerCache {
         WorkerCache {
             path: dir.join(file_name(identity)),
+            private: true,
         }
     }
 
     /// A cache at an exact path (the `local` registry keeps its bounds this way).
     pub fn at(path: PathBuf) -> WorkerCache {
-        WorkerCache { path }
+        WorkerCache {
+            path,
+            private: false,
+        }
     }
 
     /// Where the file lives.
@@ -92,7 +193,12 @@ impl WorkerCache {
     /// Reads the file: `Ok(None)` when it does not exist, [`Error::Malformed`] (with the
     /// path) when it cannot be parsed.
     pub fn read(&self) -> Result<Option<CacheEntry>> {
-        let text = match std::fs::read_to_string(&self.path) {
+        let text = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&self.path)
+            .and_then(std::io::read_to_string)
+        {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(&self.path, e)),
@@ -110,7 +216,11 @@ impl WorkerCache {
     /// creating the directory when missing.
     pub fn write(&self, entry: CacheEntry) -> Result<()> {
         let dir = self.path.parent().unwrap_or_else(|| Path::new("."));
-        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        if self.private {
+            ensure_private_dir(dir)?;
+        } else {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
         let tmp = self.path.with_extension(format!(
             "tmp-{}-{}",
             std::process::id(),
@@ -119,12 +229,22 @@ impl WorkerCache {
         ));
         let body = serde_json::to_vec(&entry).expect("a cache entry always serializes");
         let result = (|| {
-            let mut f = std::fs::File::create(&tmp)?;
+            // A leftover of a crashed writer with this name is ours to replace.
+            let _ = std::fs::remove_file(&tmp);
+            // create_new + O_NOFOLLOW: never write through a planted symlink.
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&tmp)?;
             f.write_all(&body)?;
             // Flushed before the rename, so a power cut never leaves an empty file
             // under the final name.
             f.sync_data()?;
-            std::fs::rename(&tmp, &self.path)
+            std::fs::rename(&tmp, &self.path)?;
+            // The rename itself is durable only once the directory is synced.
+            std::fs::File::open(dir)?.sync_all()
         })();
         if let Err(e) = result {
             let _ = std::fs::remove_file(&tmp);
@@ -160,6 +280,64 @@ mod tests {
         assert_eq!(text, r#"{"worker_id":17,"bound_ms":1700000000123}"#);
         // Nothing but the file itself is left in the directory.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn cache_directory_is_private_and_a_shared_one_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("cache");
+        let c = WorkerCache::new(&dir, "fixed-1");
+        c.write(CacheEntry {
+            worker_id: 1,
+            bound_ms: 5,
+        })
+        .unwrap();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = c
+            .write(CacheEntry {
+                worker_id: 1,
+                bound_ms: 6,
+            })
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("writable by group or others"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn cache_files_are_never_written_or_read_through_symlinks() {
+        let root = tempfile::tempdir().unwrap();
+        let c = WorkerCache::new(root.path(), "fixed-2");
+        let target = root.path().join("elsewhere");
+        std::fs::write(&target, r#"{"worker_id":2,"bound_ms":1}"#).unwrap();
+        std::os::unix::fs::symlink(&target, c.path()).unwrap();
+        assert!(matches!(c.read(), Err(Error::Io { .. })));
+    }
+
+    #[test]
+    fn old_cache_files_are_pruned_and_fresh_ones_kept() {
+        let root = tempfile::tempdir().unwrap();
+        let old = WorkerCache::new(root.path(), "fixed-3");
+        let fresh = WorkerCache::new(root.path(), "fixed-4");
+        let e = CacheEntry {
+            worker_id: 3,
+            bound_ms: 1,
+        };
+        old.write(e).unwrap();
+        fresh.write(e).unwrap();
+        let long_ago = std::time::SystemTime::now() - PRUNE_AFTER - Duration::from_secs(60);
+        std::fs::File::options()
+            .write(true)
+            .open(old.path())
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        prune(root.path());
+        assert!(!old.path().exists());
+        assert!(fresh.path().exists());
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub mod zk_client;
 pub mod zookeeper;
 pub mod zookeeper_recycle;
 
-pub use cache::{default_cache_dir, CacheEntry, WorkerCache};
+pub use cache::{default_cache_dir, ensure_private_dir, CacheEntry, WorkerCache};
 pub use config::{first_non_loopback_ipv4, RegistryConfig};
 pub use fixed::FixedRegistry;
 pub use local::LocalRegistry;

@@ -282,7 +282,7 @@ def shared_config(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[
         if live_expected == "all" and len(live) != len(issuers):
             problems.append(f"{len(issuers) - len(live)} of {len(issuers)} refused; this registry "
                             "gives each process an id of its own")
-        res = check([str(i.summary["out"]) for i in live]) if live else {
+        res: dict[str, object] = check([str(i.summary["out"]) for i in live]) if live else {
             "files": 0, "ids": 0, "duplicates": 0, "out_of_order": 0, "ok": False}
         res.update(live=len(live), refused=len(refused), worker_ids=worker_ids,
                    issuers=len(issuers))

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import time
+from typing import Callable
 
 import leafid
 
@@ -33,17 +34,18 @@ def main() -> int:
     out = args[-1]
     worker_id: int | None = None
     try:
+        next_id: Callable[[], int]
         if args[0] == "segment":
             url, tag, seconds, out = args[1], args[2], float(args[3]), args[4]
             gen = leafid.SegmentGenerator(url)
             next_id = gen.tag(tag).next_id
         else:
             registry, seconds, out = args[1], float(args[2]), args[3]
-            gen = leafid.SnowflakeGenerator(
+            sf = leafid.SnowflakeGenerator(
                 registry=registry, cache_dir=os.environ.get("LEAFID_CACHE_DIR")
             )
-            next_id = gen.next_id
-            worker_id = gen.worker_id
+            next_id = sf.next_id
+            worker_id = sf.worker_id
     except leafid.LeafError as e:
         barrier(False)
         print(json.dumps({"ids": 0, "errors": 1, "first_error": f"{e.code}: {e}",

@@ -65,7 +65,11 @@ def claim_at_once(registry: str, cache_dirs: list[Path]) -> list[Outcome]:
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
              for d in cache_dirs]
     # A hung claimant fails the test instead of hanging the suite.
-    watchdog = threading.Timer(180, lambda: [p.kill() for p in procs])
+    def kill_all() -> None:
+        for p in procs:
+            p.kill()
+
+    watchdog = threading.Timer(180, kill_all)
     watchdog.start()
     try:
         outcomes = []

@@ -212,7 +212,9 @@ export declare class SnowflakeGenerator {
    * Leaf's layout at most 4096 per millisecond (past that it waits for the next ms).
    * Throws `LEAF_CLOCK_MOVED_BACKWARDS` when the clock went back more than
    * `maxBackwardMs`, `LEAF_TIMESTAMP_OVERFLOW` past the layout's range, `LEAF_LEASE_LOST`
-   * when the registry took the worker id away, `LEAF_CLOSED` after `close()`.
+   * when the registry took the worker id away, `LEAF_CLOCK_SKEW` when a heartbeat found
+   * the local clock more than `maxSkewMs` off the registry's (issuing resumes once they
+   * agree), `LEAF_CLOSED` after `close()`.
    */
   nextId(): bigint;
   /** The next id as a decimal string (for JSON). */

@@ -198,7 +198,11 @@ class SnowflakeGenerator:
         and the registry cannot give a distinct one, ``ClockSkew`` beyond ``max_skew``,
         ``InvalidUrl`` before any I/O for an identity Java Leaf cannot read (a ``-`` in
         ``ip``, ``port`` or a ``zookeeper://`` name)."""
-    def next_id(self) -> int: ...
+    def next_id(self) -> int:
+        """The next id, greater than every id this generator issued before. Raises
+        ``ClockMovedBackwards``, ``LeaseLost`` when the registry took the worker id away,
+        ``ClockSkew`` when a heartbeat found the clocks more than ``max_skew`` apart
+        (issuing resumes once they agree), ``Closed`` after ``close()``."""
     def next_ids(self, n: int) -> list[int]: ...
     def next_ids_array(self, n: int) -> "array.array[int]":
         """``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work."""

@@ -27,6 +27,8 @@
 
 pub mod clock;
 pub mod error;
+pub mod limits;
+pub mod redact;
 pub mod runtime;
 pub mod segment;
 pub mod snowflake;

@@ -1254,6 +1254,7 @@ impl SnowflakeGenerator {
 
     /// `n` fresh ids in increasing order (see [`fill`](Self::fill)).
     pub fn next_ids(&self, n: usize) -> Result<Vec<i64>> {
+        let n = crate::limits::batch(n as u64)?;
         let mut out = vec![0; n];
         self.fill(&mut out)?;
         Ok(out)

@@ -71,7 +71,6 @@ const FIRST_TERM: Duration = Duration::from_secs(15);
 const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(3000);
 
 /// The `leaf_workerid_alloc` registry. Building it parses the URL; it connects at `acquire`.
-#[derive(Debug)]
 pub struct MysqlRegistry {
     shown_url: String,
     options: MySqlConnectOptions,
@@ -84,13 +83,13 @@ pub struct MysqlRegistry {
     reading: std::sync::Mutex<Option<ClockReading>>,
 }
 
-fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_string(),
+/// By hand: the connect options (and the lease token) must never show.
+impl std::fmt::Debug for MysqlRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlRegistry")
+            .field("url", &self.shown_url)
+            .field("ip_port", &self.ip_port())
+            .finish_non_exhaustive()
     }
 }
 
@@ -101,11 +100,11 @@ impl MysqlRegistry {
         let normalized = url.replacen("mariadb://", "mysql://", 1);
         let options =
             MySqlConnectOptions::from_str(&normalized).map_err(|e| Error::InvalidUrl {
-                url: redact(url),
+                url: crate::redact::url(url),
                 reason: format!("{e}; expected mysql://user:password@host:port/database?port=P"),
             })?;
         Ok(MysqlRegistry {
-            shown_url: redact(url),
+            shown_url: crate::redact::url(url),
             options,
             ip: ip.into(),
             port: port.into(),
@@ -465,5 +464,26 @@ impl WorkerRegistry for MysqlRegistry {
             self.options.get_database().unwrap_or(""),
             self.ip_port()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_and_errors_never_show_the_password() {
+        let r = MysqlRegistry::new(
+            "mysql://leaf:s3cr3t%40x@127.0.0.1:3306/leaf",
+            "10.0.0.1",
+            "80",
+        )
+        .unwrap();
+        let shown = format!("{r:?} {}", r.describe());
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        let err = MysqlRegistry::new("mysql://leaf:s3cr3t@127.0.0.1:99999/leaf", "10.0.0.1", "80")
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains("s3cr3t"), "{err}");
     }
 }

@@ -81,17 +81,6 @@ pub(crate) fn pid_alive(pid: u32) -> bool {
     rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
-/// A connect string with any password replaced by `***`, for messages and file names.
-fn shown(connect: &str) -> String {
-    match connect.rsplit_once('@') {
-        Some((creds, hosts)) => {
-            let user = creds.split_once(':').map(|(u, _)| u).unwrap_or(creds);
-            format!("{user}:***@{hosts}")
-        }
-        None => connect.to_string(),
-    }
-}
-
 /// The data of a forever node, field for field as Java Leaf's `Endpoint`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Endpoint {
@@ -118,14 +107,18 @@ pub(crate) async fn connect(
         .await
         .map_err(|e| {
             Error::registry(format!(
-                "cannot open a ZooKeeper session with {connect}: {e}"
+                "cannot open a ZooKeeper session with {}: {e}",
+                crate::redact::url(connect)
             ))
         })
 }
 
 /// Turns a ZooKeeper error into [`Error::RegistryUnavailable`] naming the operation.
 pub(crate) fn zk_err(connect: &str, op: &str, path: &str, e: zk::ZkError) -> Error {
-    Error::registry(format!("ZooKeeper {connect}: {op} {path}: {e}"))
+    Error::registry(format!(
+        "ZooKeeper {}: {op} {path}: {e}",
+        crate::redact::url(connect)
+    ))
 }
 
 /// Splits a forever child `{ip}:{port}-{seq}` at the LAST `-`.
@@ -220,7 +213,7 @@ impl ZookeeperRegistry {
     fn identity(&self) -> String {
         format!(
             "ZooKeeper {} {}/{}",
-            shown(&self.connect),
+            crate::redact::url(&self.connect),
             self.forever_path(),
             self.address()
         )
@@ -255,29 +248,39 @@ impl ZookeeperRegistry {
             tokio::time::Instant::now() + client.session_timeout() + Duration::from_secs(1);
         loop {
             let before = system_now_ms();
-            match client
+            let created = match client
                 .create(&live, &record, zk::CreateMode::Ephemeral)
                 .await
             {
-                Ok(_) | Err(zk::ZkError::NodeExists) => {}
+                Ok(_) => true,
+                Err(zk::ZkError::NodeExists) => false,
                 Err(e) => return Err(self.err("create", &live, e)),
-            }
-            let (data, stat) = match client.get_data(&live).await {
+            };
+            let (data, mut stat) = match client.get_data(&live).await {
                 Ok(found) => found,
                 // Its holder just let go: try again (bounded like the wait below).
                 Err(zk::ZkError::NoNode) if tokio::time::Instant::now() < give_up => continue,
                 Err(e) => return Err(self.err("read", &live, e)),
             };
+            if stat.ephemeral_owner == client.session_id() && !created {
+                // Ours from before (this session claimed it already): its times are old,
+                // so write it to read ZooKeeper's clock now.
+                stat = client
+                    .set_data(&live, &record, None)
+                    .await
+                    .map_err(|e| self.err("write", &live, e))?;
+            }
             let after = system_now_ms();
             if stat.ephemeral_owner == client.session_id() {
+                let now = stat.mtime;
                 st.live_session = Some(client.session_id());
                 st.reading = Some(ClockReading {
-                    registry_ms: stat.ctime,
+                    registry_ms: now,
                     local_before_ms: before,
                     local_after_ms: after,
-                    source: format!("ZooKeeper ctime of {live}"),
+                    source: format!("ZooKeeper mtime of {live}"),
                 });
-                return Ok(stat.ctime);
+                return Ok(now);
             }
             let other: Option<LiveRecord> = serde_json::from_slice(&data).ok();
             let holder = match &other {
@@ -541,7 +544,7 @@ impl ZookeeperRegistry {
         Ok(Lease {
             worker_id: id,
             floor_ms: floor,
-            location: format!("zookeeper {}{path}", shown(&self.connect)),
+            location: format!("zookeeper {}{path}", crate::redact::url(&self.connect)),
         })
     }
 
@@ -683,7 +686,7 @@ impl WorkerRegistry for ZookeeperRegistry {
     fn describe(&self) -> String {
         format!(
             "zookeeper-{}-{}-{}",
-            shown(&self.connect),
+            crate::redact::url(&self.connect),
             self.name,
             self.address()
         )

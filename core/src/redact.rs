@@ -6,8 +6,9 @@
 //! ZooKeeper connect string `user:pass@h1:2181,h2:2181/chroot` with several hosts, a
 //! URL that failed to parse (exactly the one an `InvalidUrl` error shows). The rule is
 //! deliberately coarse: everything between `://` (or the start) and the LAST `@` is the
-//! user info, and everything after its first `:` is the password. A path that contains
-//! an `@` is over-redacted, never under-redacted.
+//! user info, and everything after its first `:` is the password (a user info without
+//! `:` is hidden whole: it may be a token). A path that contains an `@` is
+//! over-redacted, never under-redacted.
 //!
 //! ```
 //! use leafid::redact::url;
@@ -37,6 +38,8 @@ pub fn url(text: &str) -> String {
             let user = &rest[..rest.find(':').unwrap_or(0)];
             format!("{scheme}{user}:***@{}", &rest[at + 1..])
         }
+        // A lone token before `@` may itself be the secret; a `/` means it is a path.
+        Some(at) if !rest[..at].contains('/') => format!("{scheme}***@{}", &rest[at + 1..]),
         _ => text.to_string(),
     };
     redact_query(&shown)
@@ -68,7 +71,8 @@ mod tests {
     #[test]
     fn shapes_users_write() {
         assert_eq!(url("mysql://u:p@h/db"), "mysql://u:***@h/db");
-        assert_eq!(url("mysql://u@h/db"), "mysql://u@h/db");
+        assert_eq!(url("mysql://u@h/db"), "mysql://***@h/db");
+        assert_eq!(url("sqlite:///tmp/a@b.db"), "sqlite:///tmp/a@b.db");
         assert_eq!(
             url("mysql://u:p%40ss@h:1/db?port=8"),
             "mysql://u:***@h:1/db?port=8"

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
+use super::zk_client as zk;
 use super::{
     FixedRegistry, LocalRegistry, MysqlRegistry, WorkerRegistry, ZookeeperRecycleRegistry,
     ZookeeperRegistry,
@@ -18,12 +19,13 @@ use super::{
 use crate::error::{Error, Result};
 
 const FORMS: &str = "fixed:7 | local:///var/lib/leafid/workers | \
-zookeeper://127.0.0.1:2181/leafname?port=8080 | zookeeper-recycle://127.0.0.1:2181/pool | \
+zookeeper://[user:pass@]127.0.0.1:2181[,host:port…][/chroot…]/leafname?port=8080 | \
+zookeeper-recycle://[user:pass@]127.0.0.1:2181[/chroot…]/pool | \
 mysql://user:pass@127.0.0.1:3306/db?port=8080";
 
 /// A worker-id registry, as configured. Parsing and validation do no I/O; the
-/// registry connects when the generator is built.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// registry connects when the generator is built. `Debug` hides passwords.
+#[derive(Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum RegistryConfig {
     /// `fixed:7` — the id itself.
@@ -33,10 +35,14 @@ pub enum RegistryConfig {
         /// The lock directory.
         dir: PathBuf,
     },
-    /// `zookeeper://host:port[,host:port…]/name?port=P[&ip=A]` — Leaf's forever nodes
-    /// under `/snowflake/{name}/forever`, one per `ip:port`.
+    /// `zookeeper://[user:pass@]host:port[,host:port…][/chroot…]/name?port=P[&ip=A]` —
+    /// Leaf's forever nodes under `/snowflake/{name}/forever` (below the chroot), one per
+    /// `ip:port`. With `user:pass` (percent-encoded) the client authenticates with
+    /// ZooKeeper's `digest` scheme.
     Zookeeper {
-        /// The ZooKeeper connect string (`host:port,host:port`).
+        /// The ZooKeeper connect string in Java's form plus credentials,
+        /// `[user:pass@]host:port,host:port[/chroot]`, user and password percent-encoded
+        /// (see [`zk::connect_string`]); show it only through [`zk::shown_connect`].
         connect: String,
         /// Leaf's `leaf.name`.
         name: String,
@@ -50,10 +56,12 @@ pub enum RegistryConfig {
         /// `?connect_timeout_ms=`: how long start-up waits for a session (default 3000).
         connect_timeout_ms: u32,
     },
-    /// `zookeeper-recycle://host:port/name[?port=P&ip=A]` — a pool of ids leased with
-    /// the ZooKeeper session; ip and port are only recorded as the last user.
+    /// `zookeeper-recycle://[user:pass@]host:port[,host:port…][/chroot…]/name[?port=P&ip=A]`
+    /// — a pool of ids leased with the ZooKeeper session; ip and port are only recorded
+    /// as the last user. With `user:pass`, floors are written so that only those
+    /// credentials can change them.
     ZookeeperRecycle {
-        /// The ZooKeeper connect string.
+        /// The ZooKeeper connect string, as for [`RegistryConfig::Zookeeper`].
         connect: String,
         /// The pool's name.
         name: String,
@@ -79,6 +87,54 @@ pub enum RegistryConfig {
     },
 }
 
+impl std::fmt::Debug for RegistryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // By hand: connect strings and database URLs may carry a password.
+        match self {
+            RegistryConfig::Fixed(id) => f.debug_tuple("Fixed").field(id).finish(),
+            RegistryConfig::Local { dir } => f.debug_struct("Local").field("dir", dir).finish(),
+            RegistryConfig::Zookeeper {
+                connect,
+                name,
+                ip,
+                port,
+                session_timeout_ms,
+                connect_timeout_ms,
+            } => f
+                .debug_struct("Zookeeper")
+                .field("connect", &zk::shown_connect(connect))
+                .field("name", name)
+                .field("ip", ip)
+                .field("port", port)
+                .field("session_timeout_ms", session_timeout_ms)
+                .field("connect_timeout_ms", connect_timeout_ms)
+                .finish(),
+            RegistryConfig::ZookeeperRecycle {
+                connect,
+                name,
+                ip,
+                port,
+                session_timeout_ms,
+                connect_timeout_ms,
+            } => f
+                .debug_struct("ZookeeperRecycle")
+                .field("connect", &zk::shown_connect(connect))
+                .field("name", name)
+                .field("ip", ip)
+                .field("port", port)
+                .field("session_timeout_ms", session_timeout_ms)
+                .field("connect_timeout_ms", connect_timeout_ms)
+                .finish(),
+            RegistryConfig::Mysql { url, ip, port } => f
+                .debug_struct("Mysql")
+                .field("url", &redact(url))
+                .field("ip", ip)
+                .field("port", port)
+                .finish(),
+        }
+    }
+}
+
 fn bad(url: &str, reason: impl std::fmt::Display) -> Error {
     Error::InvalidUrl {
         url: redact(url),
@@ -86,18 +142,11 @@ fn bad(url: &str, reason: impl std::fmt::Display) -> Error {
     }
 }
 
-/// Drops the password from `scheme://user:pass@host…`.
+/// Drops the password from `scheme://user:pass@host…`. Whatever precedes the last `@`
+/// is hidden when the credentials are not where they belong (an unencoded `/` or `?` in
+/// the password), so a malformed URL does not show its password either.
 fn redact(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let authority_end = rest.find('/').unwrap_or(rest.len());
-        let authority = &rest[..authority_end];
-        if let Some((creds, host)) = authority.rsplit_once('@') {
-            if let Some((user, _)) = creds.split_once(':') {
-                return format!("{scheme}://{user}:***@{host}{}", &rest[authority_end..]);
-            }
-        }
-    }
-    url.to_string()
+    crate::redact::url(url)
 }
 
 /// Splits `a=1&b=2` into pairs, refusing keys other than `allowed`.
@@ -200,7 +249,6 @@ pub fn first_non_loopback_ipv4() -> Option<String> {
     found
 }
 
-/// Splits `host:port[,host:port]/name[?query]` for the two ZooKeeper forms.
 /// `(connect, name, query pairs, session timeout ms, connect timeout ms)` of a ZooKeeper URL.
 type ZkParts = (String, String, Vec<(String, String)>, u32, u32);
 
@@ -225,15 +273,43 @@ fn ms_param(
     }
 }
 
+/// Splits `[user:pass@]host:port[,host:port…][/chroot…]/name[?query]`: the path's
+/// last segment is the name, the segments before it the chroot; the user and password
+/// are percent-decoded. The connect string handed on is
+/// `[user:pass@]host:port,…[/chroot]` ([`zk::connect_string`]).
 fn parse_zk(url: &str, rest: &str) -> Result<ZkParts> {
     let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (connect, name) = main
+    let (authority, path) = main
         .split_once('/')
         .ok_or_else(|| bad(url, "missing /name after the ZooKeeper address"))?;
-    if connect.is_empty() {
+    // An '@' anywhere but in the authority: most likely a password with a '/' or '?'
+    // in it, which would otherwise be taken for the path and echoed in messages.
+    if path.contains('@') || query.contains('@') {
+        return Err(bad(
+            url,
+            "'@' outside user:pass@ (percent-encode '/', '?' and '@' in a password as              %2F, %3F and %40; a chroot or name cannot contain '@')",
+        ));
+    }
+    let (credentials, hosts) = match authority.rsplit_once('@') {
+        Some((creds, hosts)) => {
+            let (user, password) = creds
+                .split_once(':')
+                .ok_or_else(|| bad(url, "credentials must be user:pass"))?;
+            let user = zk::percent_decode(user)
+                .ok_or_else(|| bad(url, "the user is not valid percent-encoded UTF-8"))?;
+            let password = zk::percent_decode(password)
+                .ok_or_else(|| bad(url, "the password is not valid percent-encoded UTF-8"))?;
+            if user.is_empty() || user.contains(':') {
+                return Err(bad(url, "the user must be non-empty and free of ':'"));
+            }
+            (Some((user, password)), hosts)
+        }
+        None => (None, authority),
+    };
+    if hosts.is_empty() {
         return Err(bad(url, "missing ZooKeeper address (host:port)"));
     }
-    for hp in connect.split(',') {
+    for hp in hosts.split(',') {
         let ok = hp
             .rsplit_once(':')
             .map(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok())
@@ -245,13 +321,32 @@ fn parse_zk(url: &str, rest: &str) -> Result<ZkParts> {
             ));
         }
     }
-    let name = name.trim_end_matches('/');
-    if name.is_empty() || name.contains('/') {
+    let mut segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    let name = segments.pop().unwrap_or("");
+    if name.is_empty() {
         return Err(bad(
             url,
-            format!("name {name:?} must be one non-empty path segment (Leaf's leaf.name)"),
+            format!("name {name:?} must be a non-empty last path segment (Leaf's leaf.name)"),
         ));
     }
+    if let Some(s) = segments
+        .iter()
+        .chain(std::iter::once(&name))
+        .find(|s| s.is_empty() || **s == "." || **s == ".." || s.chars().any(char::is_control))
+    {
+        return Err(bad(
+            url,
+            format!("path segment {s:?} is not a ZooKeeper node name (empty, '.', '..' or a control character)"),
+        ));
+    }
+    let chroot = (!segments.is_empty()).then(|| format!("/{}", segments.join("/")));
+    let connect = zk::connect_string(
+        hosts,
+        chroot.as_deref(),
+        credentials.as_ref().map(|(u, p)| (u.as_str(), p.as_str())),
+    );
+    // The client reads it back the same way; a mismatch here is a bug, not bad input.
+    zk::check_connect(&connect).map_err(|e| bad(url, e))?;
     let pairs = query_pairs(
         url,
         query,
@@ -260,13 +355,7 @@ fn parse_zk(url: &str, rest: &str) -> Result<ZkParts> {
     // ZooKeeper servers accept 2..20 ticks by default; beyond these bounds no server would.
     let session = ms_param(url, &pairs, "session_timeout_ms", 6000, 100, 600_000)?;
     let connect_ms = ms_param(url, &pairs, "connect_timeout_ms", 3000, 100, 600_000)?;
-    Ok((
-        connect.to_string(),
-        name.to_string(),
-        pairs,
-        session,
-        connect_ms,
-    ))
+    Ok((connect, name.to_string(), pairs, session, connect_ms))
 }
 
 impl RegistryConfig {
@@ -275,6 +364,11 @@ impl RegistryConfig {
     /// `zookeeper-recycle://127.0.0.1:2181/pool`,
     /// `mysql://user:pass@127.0.0.1:3306/db?port=8080`. `zookeeper` and `mysql` also take
     /// `&ip=` (default: the host's first non-loopback IPv4 address, as Leaf).
+    /// Both ZooKeeper forms take digest credentials and a chroot:
+    /// `zookeeper://user:pass@h1:2181,h2:2181/apps/leaf/order?port=8080` authenticates as
+    /// `user` (user and password percent-decoded) and puts `/snowflake/order/…` below
+    /// `/apps/leaf` (the path's last segment is the name, the ones before it the chroot;
+    /// the chroot node is created when missing, never its parents).
     /// Both ZooKeeper forms also take `session_timeout_ms=` (100..=600000, default 6000
     /// as Leaf's Curator; the server clamps it to its own min/max) and
     /// `connect_timeout_ms=` (100..=600000, default 3000: how long start-up or a
@@ -592,7 +686,11 @@ mod tests {
             "redis://x",
             "zookeeper://127.0.0.1/leaf?port=1",
             "zookeeper://127.0.0.1:2181/?port=1",
-            "zookeeper://127.0.0.1:2181/a/b?port=1",
+            "zookeeper://127.0.0.1:2181/a//b?port=1",
+            "zookeeper://127.0.0.1:2181/a/../b?port=1",
+            "zookeeper://u@127.0.0.1:2181/a?port=1",
+            "zookeeper://:p@127.0.0.1:2181/a?port=1",
+            "zookeeper://u:p@/a?port=1",
             "zookeeper://127.0.0.1:2181/a?port=1&bogus=2",
             "mysql://127.0.0.1:3306/?port=1",
         ] {
@@ -600,5 +698,107 @@ mod tests {
             assert!(matches!(e, Error::InvalidUrl { .. }), "{u}: {e}");
             assert!(e.to_string().contains("fixed:7"), "{u}: {e}");
         }
+    }
+
+    fn recycle_connect(url: &str) -> String {
+        match RegistryConfig::parse(url).unwrap() {
+            RegistryConfig::ZookeeperRecycle { connect, .. } => connect,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn zookeeper_urls_take_credentials_and_a_chroot() {
+        let c = RegistryConfig::parse(
+            "zookeeper://leaf:pw@127.0.0.1:2181,127.0.0.1:2182/apps/leaf/order?port=8080&ip=10.0.0.5",
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            RegistryConfig::Zookeeper {
+                connect: "leaf:pw@127.0.0.1:2181,127.0.0.1:2182/apps/leaf".into(),
+                name: "order".into(),
+                ip: "10.0.0.5".into(),
+                port: "8080".into(),
+                session_timeout_ms: 6000,
+                connect_timeout_ms: 3000,
+            }
+        );
+        // Credentials alone, a chroot alone, and the recycle form.
+        assert_eq!(
+            recycle_connect("zookeeper-recycle://u:p@127.0.0.1:2181/pool?ip=10.1.1.1"),
+            "u:p@127.0.0.1:2181"
+        );
+        assert_eq!(
+            recycle_connect("zookeeper-recycle://127.0.0.1:2181/a/b/c/pool/?ip=10.1.1.1"),
+            "127.0.0.1:2181/a/b/c"
+        );
+        // The chroot may carry a '-' (only the Leaf name may not).
+        let c = RegistryConfig::parse("zookeeper://127.0.0.1:2181/my-apps/order?port=1&ip=1.2.3.4");
+        assert!(
+            matches!(c, Ok(RegistryConfig::Zookeeper { ref connect, .. }) if connect.ends_with("/my-apps"))
+        );
+    }
+
+    #[test]
+    fn percent_encoded_passwords_reach_the_client_decoded() {
+        // p@ss/w:rd?% written percent-encoded in the URL.
+        let connect = recycle_connect(
+            "zookeeper-recycle://u%2Ex:p%40ss%2Fw:rd%3F%25@127.0.0.1:2181/r/pool?ip=10.1.1.1",
+        );
+        assert_eq!(connect, "u.x:p%40ss%2Fw%3Ard%3F%25@127.0.0.1:2181/r");
+        let user_pass = connect.rsplit_once('@').unwrap().0;
+        let (user, pass) = user_pass.split_once(':').unwrap();
+        assert_eq!(zk::percent_decode(user).unwrap(), "u.x");
+        assert_eq!(zk::percent_decode(pass).unwrap(), "p@ss/w:rd?%");
+        assert_eq!(zk::shown_connect(&connect), "u.x:***@127.0.0.1:2181/r");
+        for bad in [
+            "zookeeper-recycle://u:p%4@127.0.0.1:2181/pool",
+            "zookeeper-recycle://u:p%ff@127.0.0.1:2181/pool",
+            "zookeeper-recycle://u%3Av:p@127.0.0.1:2181/pool",
+        ] {
+            assert!(
+                matches!(RegistryConfig::parse(bad), Err(Error::InvalidUrl { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn errors_and_debug_never_show_the_password() {
+        let secret = "s3cr3tpw";
+        for url in [
+            // Bad in every part after the credentials.
+            format!("zookeeper://leaf:{secret}@127.0.0.1:2181/a/b"),
+            format!("zookeeper://leaf:{secret}@127.0.0.1/order?port=1"),
+            format!("zookeeper://leaf:{secret}@127.0.0.1:2181/order?port=1&bogus=1"),
+            format!("zookeeper-recycle://leaf:{secret}@127.0.0.1:2181//pool"),
+            format!("zookeeper-recycle://leaf:{secret}@127.0.0.1:2181/pool?session_timeout_ms=1"),
+            // A password with an unencoded '/', '?' or '@', and bad escapes.
+            format!("zookeeper-recycle://leaf:{secret}/x@127.0.0.1:2181/pool"),
+            format!("zookeeper-recycle://leaf:{secret}?x@127.0.0.1:2181/pool"),
+            format!("zookeeper-recycle://leaf:{secret}@x@127.0.0.1:2181/a@b/pool"),
+            format!("zookeeper-recycle://leaf:{secret}%zz@127.0.0.1:2181/pool"),
+            format!("zookeeper-recycle://{secret}@127.0.0.1:2181/pool"),
+        ] {
+            let e = RegistryConfig::parse(&url).unwrap_err();
+            for shown in [e.to_string(), format!("{e:?}")] {
+                assert!(!shown.contains(secret), "{url} shows its password: {shown}");
+            }
+        }
+        let c = RegistryConfig::parse(&format!(
+            "zookeeper-recycle://leaf:{secret}@127.0.0.1:2181/pool?ip=10.1.1.1"
+        ))
+        .unwrap();
+        assert!(!format!("{c:?}").contains(secret), "{c:?}");
+        assert!(
+            format!("{c:?}").contains("leaf:***@127.0.0.1:2181"),
+            "{c:?}"
+        );
+        let m = RegistryConfig::parse(&format!(
+            "mysql://root:{secret}@127.0.0.1:3307/leafid?port=1&ip=10.0.0.9"
+        ))
+        .unwrap();
+        assert!(!format!("{m:?}").contains(secret), "{m:?}");
     }
 }

@@ -10,15 +10,26 @@
 //! Here every socket lives on the tokio runtime, which the core starts afresh in a forked
 //! child, so a preforked worker takes a worker id of its own like any other process.
 //!
+//! Connect strings have Java's form plus credentials:
+//! `[user:password@]host:port[,host:port…][/chroot]`. The user and password are
+//! percent-decoded (`%40` for `@`, `%25` for `%`; [`connect_string`] writes them so);
+//! with them the client authenticates with the `digest` scheme on every connection, new
+//! session or resumed, before any call goes through. With a chroot every path a call
+//! takes is below it and every path it returns is relative to it, as in Java. Show a
+//! connect string only through [`shown_connect`], which hides the password.
+//!
 //! Sessions: a ping every fifth of the negotiated timeout; a connection the server has
 //! been silent on for two fifths of it is dropped (stricter than the Java client's two
 //! thirds, so a lease holder learns of trouble well before the server can expire it) and
 //! the session resumed on the next server of the ensemble (state `Disconnected`
 //! meanwhile, calls fail with `ConnectionLoss`); a server that no longer knows the
 //! session, or no server reached before the timeout has passed since the last word from
-//! one, ends it (`Expired`). Dropping the last clone of a [`Client`] closes the session.
+//! one, ends it (`Expired`). A reply that is not for the oldest call in flight (ZooKeeper
+//! answers in order) means the connection cannot be trusted: it is dropped and the
+//! session resumed as for any other connection loss. Dropping the last clone of a
+//! [`Client`] closes the session.
 
-use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,6 +76,15 @@ pub enum ZkError {
     /// The node's version is not the one expected.
     #[error("bad version")]
     BadVersion,
+    /// The node's ACL does not let this session's identities do that.
+    #[error("not authorized by the node's ACL (connect with the user:password that created it)")]
+    NoAuth,
+    /// The server refused an ACL (the `auth` scheme without credentials, for one).
+    #[error("invalid ACL")]
+    InvalidAcl,
+    /// The server refused the credentials of the connect string.
+    #[error("authentication failed: {0}")]
+    AuthFailed(String),
     /// The session ended.
     #[error("session expired")]
     SessionExpired,
@@ -77,6 +97,16 @@ pub enum ZkError {
     /// No server of the ensemble could be reached.
     #[error("no server reachable: {0}")]
     NoHosts(String),
+    /// The connect string does not parse (shown without its password).
+    #[error("invalid ZooKeeper connect string {0}")]
+    InvalidConnect(String),
+    /// The chroot does not exist and neither does its parent: the client creates the
+    /// chroot node itself, never nodes above it.
+    #[error(
+        "the chroot {0} does not exist, nor its parent; create the parent first \
+         (leafid creates the chroot node itself, never the nodes above it)"
+    )]
+    NoChroot(String),
     /// Another error code from the server.
     #[error("server error {0}")]
     Server(i32),
@@ -89,9 +119,12 @@ impl ZkError {
     fn from_code(code: i32) -> ZkError {
         match code {
             -101 => ZkError::NoNode,
+            -102 => ZkError::NoAuth,
             -110 => ZkError::NodeExists,
             -103 => ZkError::BadVersion,
             -112 => ZkError::SessionExpired,
+            -114 => ZkError::InvalidAcl,
+            -115 => ZkError::AuthFailed("the server refused the credentials".into()),
             -4 => ZkError::ConnectionLoss,
             c => ZkError::Server(c),
         }
@@ -115,6 +148,38 @@ impl CreateMode {
             CreateMode::Persistent => 0,
             CreateMode::Ephemeral => 1,
             CreateMode::PersistentSequential => 2,
+        }
+    }
+}
+
+/// Who may do what with a node created by this client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Acl {
+    /// Anyone may do anything (`world:anyone`, all permissions; Java's
+    /// `OPEN_ACL_UNSAFE`). The default.
+    #[default]
+    Open,
+    /// The identities this session authenticated as get every permission (the `auth`
+    /// scheme, Java's `CREATOR_ALL_ACL`), anyone else may only read
+    /// (`world:anyone` READ). Needs credentials in the connect string: the server
+    /// refuses it with [`ZkError::InvalidAcl`] otherwise.
+    CreatorAllAnyoneRead,
+}
+
+/// Permission bits of an ACL entry.
+const PERM_READ: i32 = 1;
+const PERM_ALL: i32 = 31;
+
+impl Acl {
+    fn write(self, out: &mut Out) {
+        match self {
+            Acl::Open => {
+                out.i32(1).i32(PERM_ALL).str("world").str("anyone");
+            }
+            Acl::CreatorAllAnyoneRead => {
+                out.i32(2).i32(PERM_ALL).str("auth").str("");
+                out.i32(PERM_READ).str("world").str("anyone");
+            }
         }
     }
 }
@@ -148,7 +213,22 @@ pub enum Op<'a> {
         path: &'a str,
         data: &'a [u8],
         mode: CreateMode,
+        /// Who may use the node ([`Acl::Open`] unless the node needs guarding).
+        acl: Acl,
     },
+}
+
+/// What one operation of a successful [`Client::multi`] returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpResult {
+    /// A check passed.
+    Check,
+    /// Data was set; the node's metadata after the write.
+    SetData(Stat),
+    /// A node was created at this path (relative to the chroot).
+    Create(String),
+    /// A node was deleted.
+    Delete,
 }
 
 /// Why a [`Client::multi`] failed: the index of the first failing operation and its error.
@@ -170,9 +250,14 @@ const OP_GET_CHILDREN: i32 = 8;
 const OP_PING: i32 = 11;
 const OP_CHECK: i32 = 13;
 const OP_MULTI: i32 = 14;
+const OP_CREATE2: i32 = 15;
+const OP_AUTH: i32 = 100;
 const OP_CLOSE: i32 = -11;
+/// The type of a multi result that reports an error.
+const OP_ERROR: i32 = -1;
 const XID_WATCH_EVENT: i32 = -1;
 const XID_PING: i32 = -2;
+const XID_AUTH: i32 = -4;
 /// ZooKeeper refuses frames past 1 MiB by default; a little slack for headers.
 const MAX_FRAME: usize = 4 << 20;
 
@@ -201,12 +286,10 @@ impl Out {
     fn str(&mut self, v: &str) -> &mut Self {
         self.bytes(v.as_bytes())
     }
-    /// The one ACL the registries use: world:anyone, all permissions.
-    fn open_acl(&mut self) -> &mut Self {
-        self.i32(1).i32(31).str("world").str("anyone")
-    }
-    fn create(&mut self, path: &str, data: &[u8], mode: CreateMode) -> &mut Self {
-        self.str(path).bytes(data).open_acl().i32(mode.flags())
+    fn create(&mut self, path: &str, data: &[u8], mode: CreateMode, acl: Acl) -> &mut Self {
+        self.str(path).bytes(data);
+        acl.write(self);
+        self.i32(mode.flags())
     }
     /// Prefixes the record with its length, as every frame is.
     fn framed(self) -> Vec<u8> {
@@ -217,7 +300,8 @@ impl Out {
     }
 }
 
-/// Decodes jute records.
+/// Decodes jute records. Every length read from the input is checked against the bytes
+/// left before anything is allocated for it, so a hostile length cannot cost memory.
 struct In<'a>(&'a [u8]);
 
 impl In<'_> {
@@ -230,14 +314,13 @@ impl In<'_> {
         Ok(head)
     }
     fn i32(&mut self) -> Result<i32, ZkError> {
-        Ok(i32::from_be_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
+        let b = self.take(4)?;
+        Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
     fn i64(&mut self) -> Result<i64, ZkError> {
-        Ok(i64::from_be_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(i64::from_be_bytes(a))
     }
     fn bool(&mut self) -> Result<bool, ZkError> {
         Ok(self.take(1)?[0] != 0)
@@ -247,6 +330,7 @@ impl In<'_> {
         if n < 0 {
             return Ok(Vec::new());
         }
+        // `take` checks `n` against what is left before `to_vec` allocates.
         Ok(self.take(n as usize)?.to_vec())
     }
     fn string(&mut self) -> Result<String, ZkError> {
@@ -273,6 +357,150 @@ impl In<'_> {
     }
 }
 
+// Reply decoders. Each takes the bytes of one record and returns an error for anything
+// that does not parse; none panics or allocates more than its input (see `fuzz_decoders`).
+
+/// A reply header: `(xid, zxid, error code)` and the body after it.
+fn decode_reply_header(frame: &[u8]) -> Result<(i32, i64, i32, &[u8]), ZkError> {
+    let mut r = In(frame);
+    let xid = r.i32()?;
+    let zxid = r.i64()?;
+    let err = r.i32()?;
+    Ok((xid, zxid, err, r.0))
+}
+
+/// A connect response: the negotiated timeout in ms (0 or less: the session is gone)
+/// and the session.
+fn decode_connect_response(frame: &[u8]) -> Result<(i32, SessionInfo), ZkError> {
+    let mut r = In(frame);
+    r.i32()?; // protocol version
+    let negotiated = r.i32()?;
+    let id = r.i64()?;
+    let password = r.bytes()?;
+    // A trailing read-only flag may follow (servers since 3.4); it is not used.
+    Ok((negotiated, SessionInfo { id, password }))
+}
+
+/// A watch event: `(type, state, path)`. The client sets no watches, so events are only
+/// skipped; the decoder exists so the fuzzer covers the record.
+fn decode_watch_event(body: &[u8]) -> Result<(i32, i32, String), ZkError> {
+    let mut r = In(body);
+    Ok((r.i32()?, r.i32()?, r.string()?))
+}
+
+fn decode_stat(body: &[u8]) -> Result<Stat, ZkError> {
+    In(body).stat()
+}
+
+fn decode_get_data(body: &[u8]) -> Result<(Vec<u8>, Stat), ZkError> {
+    let mut r = In(body);
+    Ok((r.bytes()?, r.stat()?))
+}
+
+fn decode_children(body: &[u8]) -> Result<Vec<String>, ZkError> {
+    let mut r = In(body);
+    let n = r.i32()?.max(0) as usize;
+    // Each name takes at least its 4-byte length: a count past that is a lie, and must
+    // not size an allocation.
+    if n > r.0.len() / 4 {
+        return Err(ZkError::Protocol(format!(
+            "{n} children announced in {} bytes",
+            r.0.len()
+        )));
+    }
+    let mut names = Vec::with_capacity(n);
+    for _ in 0..n {
+        names.push(r.string()?);
+    }
+    Ok(names)
+}
+
+fn decode_path(body: &[u8]) -> Result<String, ZkError> {
+    In(body).string()
+}
+
+/// A multi reply as the session task hands it over: the reply header's error code, then
+/// the results (see `Session::serve`). `ops` is how many operations were sent.
+fn decode_multi(body: &[u8], ops: usize) -> Result<Vec<OpResult>, MultiError> {
+    let whole = |error| MultiError { op: None, error };
+    let mut r = In(body);
+    let header_err = r.i32().map_err(whole)?;
+    let mut results = Vec::with_capacity(ops.min(body.len()));
+    for i in 0..ops {
+        let kind = r.i32().map_err(whole)?;
+        let done = r.bool().map_err(whole)?;
+        r.i32().map_err(whole)?; // the header's own error field; the result has it too
+        if done {
+            break;
+        }
+        let result = match kind {
+            OP_ERROR => {
+                let code = r.i32().map_err(whole)?;
+                // -2 (runtime inconsistency) marks the operations rolled back
+                // because another one failed; report the one that did.
+                if code != 0 && code != -2 {
+                    return Err(MultiError {
+                        op: Some(i),
+                        error: ZkError::from_code(code),
+                    });
+                }
+                continue;
+            }
+            OP_CREATE => OpResult::Create(r.string().map_err(whole)?),
+            OP_CREATE2 => {
+                let path = r.string().map_err(whole)?;
+                r.stat().map_err(whole)?;
+                OpResult::Create(path)
+            }
+            OP_SET_DATA => OpResult::SetData(r.stat().map_err(whole)?),
+            OP_CHECK => OpResult::Check,
+            OP_DELETE => OpResult::Delete,
+            other => {
+                return Err(whole(ZkError::Protocol(format!(
+                    "multi result of unknown type {other}"
+                ))))
+            }
+        };
+        results.push(result);
+    }
+    if header_err != 0 {
+        return Err(whole(ZkError::from_code(header_err)));
+    }
+    if results.len() != ops {
+        return Err(whole(ZkError::Protocol(format!(
+            "{} results for {ops} operations",
+            results.len()
+        ))));
+    }
+    Ok(results)
+}
+
+/// Runs every reply decoder over `data`, for the fuzzer (`core/fuzz/`) and the
+/// property test: each must return, never panic, whatever the bytes.
+#[doc(hidden)]
+pub fn fuzz_decoders(data: &[u8]) {
+    let _ = decode_connect_response(data);
+    let _ = decode_stat(data);
+    let _ = decode_get_data(data);
+    let _ = decode_children(data);
+    let _ = decode_path(data);
+    let _ = decode_watch_event(data);
+    // A multi reply with as many operations as the first byte says.
+    let ops = data.first().map_or(0, |&b| b as usize % 8);
+    let _ = decode_multi(data, ops);
+    let _ = decode_multi(data, usize::MAX);
+    if let Ok((_, _, _, body)) = decode_reply_header(data) {
+        let _ = decode_stat(body);
+        let _ = decode_get_data(body);
+        let _ = decode_children(body);
+        let _ = decode_path(body);
+        let _ = decode_watch_event(body);
+        let _ = decode_multi(body, ops);
+    }
+    let _ = parse_connect(&String::from_utf8_lossy(data));
+    let _ = shown_connect(&String::from_utf8_lossy(data));
+}
+
 /// Where a call's reply goes: the body after the reply header, or the error.
 type Reply = oneshot::Sender<Result<Vec<u8>, ZkError>>;
 
@@ -292,11 +520,171 @@ pub struct SessionInfo {
     pub password: Vec<u8>,
 }
 
+/// Digest credentials from a connect string.
+#[derive(Clone, PartialEq, Eq)]
+struct Credentials {
+    user: String,
+    /// `user:password`, as the `digest` scheme takes it.
+    auth: Vec<u8>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:***", self.user)
+    }
+}
+
+/// A connect string taken apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    hosts: Vec<String>,
+    /// `/a/b`, never `/` alone nor with a trailing `/`.
+    chroot: Option<String>,
+    credentials: Option<Credentials>,
+}
+
+/// Bytes kept as they are in a connect string's user and password; the rest is
+/// percent-encoded.
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &b in s.as_bytes() {
+        if unreserved(b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Decodes `%XX` escapes; `None` for a broken escape or a result that is not UTF-8.
+pub(crate) fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3)?;
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
+            // Two ASCII hex digits: always parses.
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Writes a connect string: `[user:password@]hosts[/chroot]`, the user and password
+/// percent-encoded so that any character may appear in them.
+pub fn connect_string(
+    hosts: &str,
+    chroot: Option<&str>,
+    credentials: Option<(&str, &str)>,
+) -> String {
+    let mut s = String::new();
+    if let Some((user, password)) = credentials {
+        s.push_str(&percent_encode(user));
+        s.push(':');
+        s.push_str(&percent_encode(password));
+        s.push('@');
+    }
+    s.push_str(hosts);
+    if let Some(chroot) = chroot.filter(|c| *c != "/" && !c.is_empty()) {
+        s.push_str(chroot);
+    }
+    s
+}
+
+/// Checks a connect string as [`Client::connect`] reads it, without any I/O.
+pub fn check_connect(connect: &str) -> Result<(), ZkError> {
+    parse_connect(connect).map(drop)
+}
+
+/// The connect string with its password replaced by `***`, for messages, descriptions
+/// and file names. Everything before the last `@` is taken for credentials when the
+/// string does not parse cleanly, so a password is hidden even in a malformed string
+/// (a chroot with an `@` in it is then shown cut).
+pub fn shown_connect(connect: &str) -> String {
+    // One redaction for every URL and connect string (see `crate::redact`).
+    crate::redact::url(connect)
+}
+
+/// Parses `[user:password@]host:port[,host:port…][/chroot]`.
+fn parse_connect(connect: &str) -> Result<Target, ZkError> {
+    let invalid = |why: &str| ZkError::InvalidConnect(format!("{}: {why}", shown_connect(connect)));
+    let (authority, chroot) = match connect.find('/') {
+        Some(i) => (&connect[..i], Some(&connect[i..])),
+        None => (connect, None),
+    };
+    let (credentials, hosts) = match authority.rsplit_once('@') {
+        Some((creds, hosts)) => {
+            let (user, password) = creds
+                .split_once(':')
+                .ok_or_else(|| invalid("credentials must be user:password"))?;
+            let user = percent_decode(user)
+                .ok_or_else(|| invalid("the user is not valid percent-encoded UTF-8"))?;
+            let password = percent_decode(password)
+                .ok_or_else(|| invalid("the password is not valid percent-encoded UTF-8"))?;
+            if user.is_empty() || user.contains(':') {
+                return Err(invalid("the user must be non-empty and free of ':'"));
+            }
+            let auth = format!("{user}:{password}").into_bytes();
+            (Some(Credentials { user, auth }), hosts)
+        }
+        None if connect.contains('@') => {
+            return Err(invalid(
+                "'@' after the first '/': percent-encode a '/' in a password as %2F",
+            ))
+        }
+        None => (None, authority),
+    };
+    let hosts: Vec<String> = hosts
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(str::to_string)
+        .collect();
+    if hosts.is_empty() {
+        return Err(invalid("it names no server"));
+    }
+    let chroot = match chroot {
+        None | Some("/") => None,
+        Some(c) => {
+            let bad_segment = c[1..]
+                .split('/')
+                .any(|s| s.is_empty() || s == "." || s == ".." || s.chars().any(char::is_control));
+            if bad_segment {
+                return Err(invalid(
+                    "the chroot must be /segment[/segment…] without empty, '.' or '..' segments \
+                     or a trailing '/'",
+                ));
+            }
+            Some(c.to_string())
+        }
+    };
+    Ok(Target {
+        hosts,
+        chroot,
+        credentials,
+    })
+}
+
 struct Shared {
     calls: mpsc::UnboundedSender<Call>,
     state: watch::Receiver<SessionState>,
     session: SessionInfo,
     timeout: Duration,
+    chroot: Option<String>,
+    has_auth: bool,
 }
 
 /// A ZooKeeper session. Clones share it; dropping the last clone closes it.
@@ -310,44 +698,32 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("session", &format_args!("{:#x}", self.shared.session.id))
             .field("state", &self.state())
+            .field("chroot", &self.shared.chroot)
+            .field("has_auth", &self.shared.has_auth)
             .finish()
     }
 }
 
-/// Parses `host:port[,host:port…][/chroot]` (a chroot is not supported).
-fn hosts(connect: &str) -> Result<Vec<String>, ZkError> {
-    if connect.contains('/') {
-        return Err(ZkError::NoHosts(format!(
-            "{connect:?}: a chroot path is not supported; put the path in the registry name"
-        )));
-    }
-    let hosts: Vec<String> = connect
-        .split(',')
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
-        .map(str::to_string)
-        .collect();
-    if hosts.is_empty() {
-        return Err(ZkError::NoHosts(format!("{connect:?} names no server")));
-    }
-    Ok(hosts)
-}
-
 /// Why a handshake failed.
+#[derive(Debug)]
 enum Refused {
     /// The server no longer knows the session.
     Expired,
+    /// The server refused the credentials.
+    AuthFailed(String),
     /// The server could not be reached or did not answer.
     Unreachable(String),
 }
 
-/// Opens a TCP connection to `host` and establishes (or resumes) a session on it.
+/// Opens a TCP connection to `host` and establishes (or resumes) a session on it, then
+/// authenticates with `credentials` and waits for the server to accept them.
 /// Returns the stream, the negotiated timeout and the session.
 async fn handshake(
     host: &str,
     timeout: Duration,
     session: Option<&SessionInfo>,
     last_zxid: i64,
+    credentials: Option<&Credentials>,
     limit: Duration,
 ) -> Result<(TcpStream, Duration, SessionInfo), Refused> {
     let unreachable = |e: &dyn std::fmt::Display| Refused::Unreachable(format!("{host}: {e}"));
@@ -370,23 +746,39 @@ async fn handshake(
             .await
             .map_err(|e| unreachable(&e))?;
         let frame = read_frame(&mut stream).await.map_err(|e| unreachable(&e))?;
-        let mut r = In(&frame);
-        let parse = |r: &mut In| -> Result<(i32, i64, Vec<u8>), ZkError> {
-            r.i32()?; // protocol version
-            let negotiated = r.i32()?;
-            let id = r.i64()?;
-            let password = r.bytes()?;
-            Ok((negotiated, id, password))
-        };
-        let (negotiated, id, password) = parse(&mut r).map_err(|e| unreachable(&e))?;
+        let (negotiated, info) = decode_connect_response(&frame).map_err(|e| unreachable(&e))?;
         if negotiated <= 0 {
             return Err(Refused::Expired);
         }
-        Ok((
-            stream,
-            Duration::from_millis(negotiated as u64),
-            SessionInfo { id, password },
-        ))
+        if let Some(c) = credentials {
+            // Before any call: a call that raced ahead of the credentials would run as
+            // nobody (and a node it creates with the `auth` ACL would be refused).
+            let mut auth = Out::default();
+            auth.i32(XID_AUTH)
+                .i32(OP_AUTH)
+                .i32(0) // type, unused
+                .str("digest")
+                .bytes(&c.auth);
+            stream
+                .write_all(&auth.framed())
+                .await
+                .map_err(|e| unreachable(&e))?;
+            let frame = read_frame(&mut stream).await.map_err(|e| unreachable(&e))?;
+            let (xid, _, err, _) = decode_reply_header(&frame).map_err(|e| unreachable(&e))?;
+            if xid != XID_AUTH {
+                return Err(unreachable(&format_args!(
+                    "answered the authentication with a reply for xid {xid}"
+                )));
+            }
+            if err != 0 {
+                return Err(Refused::AuthFailed(format!(
+                    "{host} refused digest authentication as user {:?} (server error {err}); \
+                     check the user:password of the connect string",
+                    c.user
+                )));
+            }
+        }
+        Ok((stream, Duration::from_millis(negotiated as u64), info))
     };
     match tokio::time::timeout(limit, attempt).await {
         Ok(r) => r,
@@ -409,7 +801,9 @@ async fn read_frame<R: AsyncReadExt + Unpin>(r: &mut R) -> std::io::Result<Vec<u
 
 impl Client {
     /// Opens a session on the first server of `connect` that answers, trying each once
-    /// (in the order given, starting at a random one) within `connect_timeout`.
+    /// (in the order given, starting at a random one) within `connect_timeout`. With
+    /// credentials in `connect`, a server refusing them fails the call at once with
+    /// [`ZkError::AuthFailed`] (no other server is tried: they share the credentials).
     pub async fn connect(
         connect: &str,
         session_timeout: Duration,
@@ -434,7 +828,11 @@ impl Client {
         connect_timeout: Duration,
         resume: Option<SessionInfo>,
     ) -> Result<Client, ZkError> {
-        let hosts = hosts(connect)?;
+        let Target {
+            hosts,
+            chroot,
+            credentials,
+        } = parse_connect(connect)?;
         let deadline = Instant::now() + connect_timeout;
         let first = fastrand::usize(..hosts.len());
         let mut causes = Vec::new();
@@ -445,15 +843,25 @@ impl Client {
                 causes.push(format!("no answer within {connect_timeout:?}"));
                 break;
             }
-            match handshake(&hosts[at], session_timeout, resume.as_ref(), 0, left).await {
+            let shake = handshake(
+                &hosts[at],
+                session_timeout,
+                resume.as_ref(),
+                0,
+                credentials.as_ref(),
+                left,
+            );
+            match shake.await {
                 Ok((stream, negotiated, session)) => {
                     let (calls, rx) = mpsc::unbounded_channel();
                     let (state_tx, state) = watch::channel(SessionState::SyncConnected);
+                    let has_auth = credentials.is_some();
                     let task = Session {
                         hosts,
                         at,
                         timeout: negotiated,
                         session: session.clone(),
+                        credentials,
                         state: state_tx,
                         xid: 0,
                         zxid: 0,
@@ -465,10 +873,13 @@ impl Client {
                             state,
                             session,
                             timeout: negotiated,
+                            chroot,
+                            has_auth,
                         }),
                     });
                 }
                 Err(Refused::Expired) => return Err(ZkError::SessionExpired),
+                Err(Refused::AuthFailed(e)) => return Err(ZkError::AuthFailed(e)),
                 Err(Refused::Unreachable(e)) => causes.push(e),
             }
         }
@@ -500,6 +911,38 @@ impl Client {
         self.shared.timeout
     }
 
+    /// Whether the connect string carried credentials (sent on every connection).
+    pub fn has_auth(&self) -> bool {
+        self.shared.has_auth
+    }
+
+    /// The chroot every path is below, if any.
+    pub fn chroot(&self) -> Option<&str> {
+        self.shared.chroot.as_deref()
+    }
+
+    /// `path` as the server knows it: below the chroot.
+    fn server_path(&self, path: &str) -> String {
+        match &self.shared.chroot {
+            None => path.to_string(),
+            Some(root) if path == "/" => root.clone(),
+            Some(root) => format!("{root}{path}"),
+        }
+    }
+
+    /// A path the server returned, relative to the chroot (as the Java client does, a
+    /// path outside it is returned whole).
+    fn client_path(&self, path: String) -> String {
+        match &self.shared.chroot {
+            None => path,
+            Some(root) if path == *root => "/".to_string(),
+            Some(root) => match path.strip_prefix(root.as_str()) {
+                Some(rest) if rest.starts_with('/') => rest.to_string(),
+                _ => path,
+            },
+        }
+    }
+
     async fn call(&self, op: i32, body: Out) -> Result<Vec<u8>, ZkError> {
         let (reply, rx) = oneshot::channel();
         self.shared
@@ -513,49 +956,101 @@ impl Client {
         rx.await.unwrap_or(Err(ZkError::ConnectionLoss))
     }
 
-    /// Creates a node; returns its path (with the sequence number, for a sequential one).
+    /// Creates a node open to anyone; returns its path (with the sequence number, for
+    /// a sequential one).
     pub async fn create(
         &self,
         path: &str,
         data: &[u8],
         mode: CreateMode,
     ) -> Result<String, ZkError> {
-        let mut body = Out::default();
-        body.create(path, data, mode);
-        let reply = self.call(OP_CREATE, body).await?;
-        In(&reply).string()
+        self.create_with_acl(path, data, mode, Acl::Open).await
     }
 
-    /// Creates `path` and its missing parents as persistent nodes; a node that exists is fine.
+    /// Creates a node with `acl`; returns its path.
+    pub async fn create_with_acl(
+        &self,
+        path: &str,
+        data: &[u8],
+        mode: CreateMode,
+        acl: Acl,
+    ) -> Result<String, ZkError> {
+        let mut body = Out::default();
+        body.create(&self.server_path(path), data, mode, acl);
+        let reply = self.call(OP_CREATE, body).await?;
+        Ok(self.client_path(decode_path(&reply)?))
+    }
+
+    /// Creates `path` and its missing parents as persistent nodes open to anyone; a
+    /// node that exists is fine.
+    ///
+    /// With a chroot, the chroot node itself is created when missing (open to anyone),
+    /// but never the nodes above it: a missing parent of the chroot is
+    /// [`ZkError::NoChroot`]. Nothing outside the chroot is ever written.
     pub async fn mkdir(&self, path: &str) -> Result<(), ZkError> {
-        let ends = path
+        self.mkdir_with_acl(path, Acl::Open).await
+    }
+
+    /// As [`Client::mkdir`], the last node of `path` created with `acl` (its parents
+    /// open to anyone, so that other names can live beside it).
+    pub async fn mkdir_with_acl(&self, path: &str, acl: Acl) -> Result<(), ZkError> {
+        let ends: Vec<usize> = path
             .match_indices('/')
             .map(|(i, _)| i)
             .filter(|&i| i > 0)
-            .chain(std::iter::once(path.len()));
-        for end in ends {
-            match self.create(&path[..end], &[], CreateMode::Persistent).await {
+            .chain(std::iter::once(path.len()))
+            .collect();
+        let mut chroot_made = false;
+        let mut i = 0;
+        while i < ends.len() {
+            let end = ends[i];
+            let node_acl = if end == path.len() { acl } else { Acl::Open };
+            match self
+                .create_with_acl(&path[..end], &[], CreateMode::Persistent, node_acl)
+                .await
+            {
                 Ok(_) | Err(ZkError::NodeExists) => {}
+                // Under a chroot that does not exist yet: make it, then the node again.
+                Err(ZkError::NoNode) if i == 0 && !chroot_made && self.chroot().is_some() => {
+                    self.make_chroot().await?;
+                    chroot_made = true;
+                    continue;
+                }
                 Err(e) => return Err(e),
             }
+            i += 1;
         }
         Ok(())
+    }
+
+    /// Creates the chroot node (its parent must exist).
+    async fn make_chroot(&self) -> Result<(), ZkError> {
+        let root = self.shared.chroot.clone().unwrap_or_default();
+        let mut body = Out::default();
+        body.create(&root, &[], CreateMode::Persistent, Acl::Open);
+        match self.call(OP_CREATE, body).await {
+            Ok(_) | Err(ZkError::NodeExists) => {
+                tracing::info!(chroot = %root, "created the ZooKeeper chroot node");
+                Ok(())
+            }
+            Err(ZkError::NoNode) => Err(ZkError::NoChroot(root)),
+            Err(e) => Err(e),
+        }
     }
 
     /// Deletes a node, at `version` when given.
     pub async fn delete(&self, path: &str, version: Option<i32>) -> Result<(), ZkError> {
         let mut body = Out::default();
-        body.str(path).i32(version.unwrap_or(-1));
+        body.str(&self.server_path(path)).i32(version.unwrap_or(-1));
         self.call(OP_DELETE, body).await.map(drop)
     }
 
     /// A node's data and metadata.
     pub async fn get_data(&self, path: &str) -> Result<(Vec<u8>, Stat), ZkError> {
         let mut body = Out::default();
-        body.str(path).bool(false);
+        body.str(&self.server_path(path)).bool(false);
         let reply = self.call(OP_GET_DATA, body).await?;
-        let mut r = In(&reply);
-        Ok((r.bytes()?, r.stat()?))
+        decode_get_data(&reply)
     }
 
     /// Sets a node's data, at `version` when given.
@@ -566,34 +1061,35 @@ impl Client {
         version: Option<i32>,
     ) -> Result<Stat, ZkError> {
         let mut body = Out::default();
-        body.str(path).bytes(data).i32(version.unwrap_or(-1));
+        body.str(&self.server_path(path))
+            .bytes(data)
+            .i32(version.unwrap_or(-1));
         let reply = self.call(OP_SET_DATA, body).await?;
-        In(&reply).stat()
+        decode_stat(&reply)
     }
 
     /// The names of a node's children.
     pub async fn list_children(&self, path: &str) -> Result<Vec<String>, ZkError> {
         let mut body = Out::default();
-        body.str(path).bool(false);
+        body.str(&self.server_path(path)).bool(false);
         let reply = self.call(OP_GET_CHILDREN, body).await?;
-        let mut r = In(&reply);
-        let n = r.i32()?;
-        (0..n.max(0)).map(|_| r.string()).collect()
+        decode_children(&reply)
     }
 
     /// A node's metadata, `None` when it does not exist.
     pub async fn check_stat(&self, path: &str) -> Result<Option<Stat>, ZkError> {
         let mut body = Out::default();
-        body.str(path).bool(false);
+        body.str(&self.server_path(path)).bool(false);
         match self.call(OP_EXISTS, body).await {
-            Ok(reply) => Ok(Some(In(&reply).stat()?)),
+            Ok(reply) => Ok(Some(decode_stat(&reply)?)),
             Err(ZkError::NoNode) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    /// Runs `ops` as one transaction: all of them or none.
-    pub async fn multi(&self, ops: &[Op<'_>]) -> Result<(), MultiError> {
+    /// Runs `ops` as one transaction: all of them or none. Returns one result per
+    /// operation (a set-data result carries the node's new metadata).
+    pub async fn multi(&self, ops: &[Op<'_>]) -> Result<Vec<OpResult>, MultiError> {
         let mut body = Out::default();
         for op in ops {
             match *op {
@@ -601,63 +1097,45 @@ impl Client {
                     body.i32(OP_CHECK)
                         .bool(false)
                         .i32(-1)
-                        .str(path)
+                        .str(&self.server_path(path))
                         .i32(version);
                 }
                 Op::SetData { path, data } => {
                     body.i32(OP_SET_DATA)
                         .bool(false)
                         .i32(-1)
-                        .str(path)
+                        .str(&self.server_path(path))
                         .bytes(data)
                         .i32(-1);
                 }
-                Op::Create { path, data, mode } => {
-                    body.i32(OP_CREATE)
-                        .bool(false)
-                        .i32(-1)
-                        .create(path, data, mode);
+                Op::Create {
+                    path,
+                    data,
+                    mode,
+                    acl,
+                } => {
+                    body.i32(OP_CREATE).bool(false).i32(-1).create(
+                        &self.server_path(path),
+                        data,
+                        mode,
+                        acl,
+                    );
                 }
             }
         }
         body.i32(-1).bool(true).i32(-1);
-        let whole = |error| MultiError { op: None, error };
-        let reply = self.call(OP_MULTI, body).await.map_err(whole)?;
-        // The session task puts the reply header's error code first (see `serve`).
-        let mut r = In(&reply);
-        let header_err = r.i32().map_err(whole)?;
-        for i in 0..ops.len() {
-            let kind = r.i32().map_err(whole)?;
-            let done = r.bool().map_err(whole)?;
-            r.i32().map_err(whole)?; // the header's own error field; the result has it too
-            if done {
-                break;
-            }
-            match kind {
-                -1 => {
-                    let code = r.i32().map_err(whole)?;
-                    // -2 (runtime inconsistency) marks the operations rolled back
-                    // because another one failed; report the one that did.
-                    if code != 0 && code != -2 {
-                        return Err(MultiError {
-                            op: Some(i),
-                            error: ZkError::from_code(code),
-                        });
-                    }
-                }
-                OP_CREATE => {
-                    r.string().map_err(whole)?;
-                }
-                OP_SET_DATA => {
-                    r.stat().map_err(whole)?;
-                }
-                _ => {}
-            }
-        }
-        if header_err != 0 {
-            return Err(whole(ZkError::from_code(header_err)));
-        }
-        Ok(())
+        let reply = self
+            .call(OP_MULTI, body)
+            .await
+            .map_err(|error| MultiError { op: None, error })?;
+        let results = decode_multi(&reply, ops.len())?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                OpResult::Create(path) => OpResult::Create(self.client_path(path)),
+                other => other,
+            })
+            .collect())
     }
 }
 
@@ -667,10 +1145,15 @@ struct Session {
     at: usize,
     timeout: Duration,
     session: SessionInfo,
+    credentials: Option<Credentials>,
     state: watch::Sender<SessionState>,
     /// The last request id used.
     xid: i32,
-    /// The newest transaction id seen in a reply, sent when resuming on another server.
+    /// The zxid of the newest reply to one of our requests, sent when resuming on
+    /// another server. Pings, watch events and authentication replies carry the
+    /// server's own latest zxid, which this client has not necessarily seen; counting
+    /// them would make a server that is behind that (but not behind the client) refuse
+    /// the session (Java's `ClientCnxn.readResponse` also skips them).
     zxid: i64,
 }
 
@@ -739,18 +1222,23 @@ impl Session {
                 return None;
             }
             let limit = left.min(self.timeout / 3).max(Duration::from_millis(100));
-            let zxid = self.zxid;
-            match handshake(
+            let shake = handshake(
                 &self.hosts[self.at],
                 self.timeout,
                 Some(&self.session),
-                zxid,
+                self.zxid,
+                self.credentials.as_ref(),
                 limit,
-            )
-            .await
-            {
+            );
+            match shake.await {
                 Ok((stream, _, _)) => return Some(stream),
                 Err(Refused::Expired) => return None,
+                Err(Refused::AuthFailed(e)) => {
+                    // Credentials the ensemble took before and refuses now: no server
+                    // will take them again, so end the session rather than loop.
+                    tracing::error!(error = %e, "ZooKeeper refused the credentials on reconnect; ending the session");
+                    return None;
+                }
                 Err(Refused::Unreachable(e)) => {
                     tracing::debug!(error = %e, "ZooKeeper reconnect failed")
                 }
@@ -791,7 +1279,8 @@ impl Session {
             }
         });
         let _stop_reader = AbortOnDrop(reader);
-        let mut pending: HashMap<i32, (i32, Reply)> = HashMap::new();
+        // Calls sent on this connection, oldest first: ZooKeeper answers in order.
+        let mut pending: VecDeque<(i32, i32, Reply)> = VecDeque::new();
         let ping_every = self.timeout / 5;
         let silence_limit = self.timeout * 2 / 5;
         let mut last_read = Instant::now();
@@ -818,38 +1307,47 @@ impl Session {
                         break Ended::Lost(last_read);
                     }
                     last_write = Instant::now();
-                    pending.insert(xid, (call.op, call.reply));
+                    pending.push_back((xid, call.op, call.reply));
                 }
                 frame = frames.recv() => {
                     let Some(Ok(frame)) = frame else { break Ended::Lost(last_read) };
                     last_read = Instant::now();
-                    let mut r = In(&frame);
-                    let (Ok(xid), Ok(zxid), Ok(err)) = (r.i32(), r.i64(), r.i32()) else {
+                    let Ok((xid, zxid, err, body)) = decode_reply_header(&frame) else {
                         break Ended::Lost(last_read);
                     };
-                    self.zxid = self.zxid.max(zxid);
                     if xid == XID_PING || xid == XID_WATCH_EVENT {
                         continue;
                     }
+                    // Anything else must answer the oldest call in flight. A reply that
+                    // does not (an unknown xid, a later call's, an authentication reply
+                    // nobody asked for) means this connection's stream cannot be
+                    // trusted: every call on it fails as on any connection loss.
+                    if pending.front().map(|p| p.0) != Some(xid) {
+                        tracing::warn!(xid, expected = ?pending.front().map(|p| p.0),
+                            "ZooKeeper reply out of order; dropping the connection");
+                        break Ended::Lost(last_read);
+                    }
+                    let (_, op, reply) = pending.pop_front().expect("front checked above");
+                    if zxid > 0 {
+                        // Replies come in order, so this only grows on one server; max
+                        // keeps it from going back across servers.
+                        self.zxid = self.zxid.max(zxid);
+                    }
                     if err == -112 {
-                        if let Some((_, reply)) = pending.remove(&xid) {
-                            let _ = reply.send(Err(ZkError::SessionExpired));
-                        }
+                        let _ = reply.send(Err(ZkError::SessionExpired));
                         break Ended::Expired;
                     }
-                    if let Some((op, reply)) = pending.remove(&xid) {
-                        let result = if op == OP_MULTI && (err == 0 || !r.0.is_empty()) {
-                            // A failed transaction still lists each operation's result.
-                            let mut body = err.to_be_bytes().to_vec();
-                            body.extend_from_slice(r.0);
-                            Ok(body)
-                        } else if err == 0 {
-                            Ok(r.0.to_vec())
-                        } else {
-                            Err(ZkError::from_code(err))
-                        };
-                        let _ = reply.send(result);
-                    }
+                    let result = if op == OP_MULTI && (err == 0 || !body.is_empty()) {
+                        // A failed transaction still lists each operation's result.
+                        let mut whole = err.to_be_bytes().to_vec();
+                        whole.extend_from_slice(body);
+                        Ok(whole)
+                    } else if err == 0 {
+                        Ok(body.to_vec())
+                    } else {
+                        Err(ZkError::from_code(err))
+                    };
+                    let _ = reply.send(result);
                 }
                 _ = tokio::time::sleep_until(ping_at) => {
                     let mut ping = Out::default();
@@ -862,7 +1360,7 @@ impl Session {
                 _ = tokio::time::sleep_until(dead_at) => break Ended::Lost(last_read),
             }
         };
-        for (_, (_, reply)) in pending.drain() {
+        for (_, _, reply) in pending.drain(..) {
             let _ = reply.send(Err(ZkError::ConnectionLoss));
         }
         ended
@@ -910,8 +1408,287 @@ mod tests {
 
     #[test]
     fn connect_strings() {
-        assert_eq!(hosts("a:1, b:2,").unwrap(), vec!["a:1", "b:2"]);
-        assert!(hosts("").is_err());
-        assert!(hosts("a:1/chroot").is_err());
+        let t = parse_connect("a:1, b:2,").unwrap();
+        assert_eq!(t.hosts, vec!["a:1", "b:2"]);
+        assert_eq!(t.chroot, None);
+        assert_eq!(t.credentials, None);
+        assert!(parse_connect("").is_err());
+        assert!(parse_connect("/chroot").is_err());
+    }
+
+    #[test]
+    fn connect_strings_carry_credentials_and_a_chroot() {
+        let t = parse_connect("leaf:s%40cr%2Ft%3A@a:1,b:2/apps/leaf").unwrap();
+        assert_eq!(t.hosts, vec!["a:1", "b:2"]);
+        assert_eq!(t.chroot.as_deref(), Some("/apps/leaf"));
+        let c = t.credentials.unwrap();
+        assert_eq!(c.user, "leaf");
+        assert_eq!(c.auth, b"leaf:s@cr/t:".to_vec());
+        // "/" alone is no chroot, as in Java.
+        assert_eq!(parse_connect("a:1/").unwrap().chroot, None);
+        for bad in [
+            "a:1/x/",
+            "a:1//x",
+            "a:1/x/../y",
+            "nopass@a:1",
+            ":p@a:1",
+            "u:%zz@a:1",
+        ] {
+            assert!(parse_connect(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn connect_string_round_trips_any_password() {
+        let pw = "p@ss:w/rd%?#,é";
+        let s = connect_string("a:1,b:2", Some("/x/y"), Some(("u", pw)));
+        let t = parse_connect(&s).unwrap();
+        assert_eq!(t.credentials.unwrap().auth, format!("u:{pw}").into_bytes());
+        assert_eq!(t.chroot.as_deref(), Some("/x/y"));
+        assert_eq!(t.hosts, vec!["a:1", "b:2"]);
+        assert_eq!(connect_string("a:1", None, None), "a:1");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_credentials_survive_the_connect_string(
+            user in "[^:]{1,12}",
+            password in "\\PC{0,24}",
+        ) {
+            let s = connect_string("h:1", Some("/c"), Some((&user, &password)));
+            let c = parse_connect(&s).unwrap().credentials.unwrap();
+            proptest::prop_assert_eq!(c.user, user.clone());
+            proptest::prop_assert_eq!(c.auth, format!("{user}:{password}").into_bytes());
+        }
+    }
+
+    #[test]
+    fn shown_connect_hides_the_password_even_in_a_malformed_string() {
+        assert_eq!(shown_connect("u:secret@a:1,b:2/r"), "u:***@a:1,b:2/r");
+        assert_eq!(shown_connect("a:1,b:2/r"), "a:1,b:2/r");
+        for s in [
+            "u:sec/ret@a:1/r",
+            "u:secret@",
+            "secret@a:1",
+            "u:se@cret@a:1",
+        ] {
+            let shown = shown_connect(s);
+            assert!(
+                !shown.contains("secret") && !shown.contains("cret"),
+                "{s} -> {shown}"
+            );
+        }
+        // Errors about a connect string show it the same way.
+        let e = parse_connect("u:secret@/x/").unwrap_err();
+        assert!(!format!("{e} {e:?}").contains("secret"), "{e:?}");
+    }
+
+    #[test]
+    fn decoders_refuse_lengths_past_the_input() {
+        // A children count of i32::MAX in eight bytes: refused before any allocation.
+        let mut o = Out::default();
+        o.i32(i32::MAX).i32(0);
+        assert!(decode_children(&o.0).is_err());
+        let mut o = Out::default();
+        o.i32(i32::MAX);
+        assert!(decode_path(&o.0).is_err());
+        // A multi reply that ends early is an error, not a short success.
+        let mut o = Out::default();
+        o.i32(0).i32(OP_CHECK).bool(false).i32(0);
+        assert!(decode_multi(&o.0, 2).is_err());
+        assert_eq!(decode_multi(&o.0, 1).unwrap(), vec![OpResult::Check]);
+    }
+
+    /// A scripted peer on loopback speaking ZooKeeper's wire protocol, for replies no
+    /// real server sends on purpose: replies out of order or for unknown xids (a server
+    /// answers each connection's requests strictly in order; only a broken server or a
+    /// broken middlebox would do otherwise), and pings or watch events carrying a zxid
+    /// newer than anything this client was answered (a real server's ping replies carry
+    /// its own latest zxid, but making a second server lag behind it on cue is beyond a
+    /// test). The real server covers everything else (`core/tests/zk_client.rs`).
+    mod scripted {
+        use super::*;
+        use tokio::net::TcpListener;
+
+        /// Reads one frame from the client.
+        async fn recv(s: &mut TcpStream) -> Vec<u8> {
+            read_frame(s).await.expect("a frame from the client")
+        }
+
+        async fn send(s: &mut TcpStream, out: Out) {
+            s.write_all(&out.framed())
+                .await
+                .expect("write to the client");
+        }
+
+        /// Accepts a connection and answers its connect request: session 0x42, 120 s, so
+        /// that within a test's guard the client neither pings nor drops a connection
+        /// for silence. Returns the stream and the last zxid the client said it had seen.
+        async fn accept(l: &TcpListener) -> (TcpStream, i64) {
+            let (mut s, _) = l.accept().await.unwrap();
+            let req = recv(&mut s).await;
+            let mut r = In(&req);
+            r.i32().unwrap();
+            let last_zxid = r.i64().unwrap();
+            let mut resp = Out::default();
+            resp.i32(0)
+                .i32(120_000)
+                .i64(0x42)
+                .bytes(&[7; 16])
+                .bool(false);
+            send(&mut s, resp).await;
+            (s, last_zxid)
+        }
+
+        /// The xid of a request frame.
+        fn xid_of(frame: &[u8]) -> i32 {
+            In(frame).i32().unwrap()
+        }
+
+        fn reply(xid: i32, zxid: i64, err: i32) -> Out {
+            let mut o = Out::default();
+            o.i32(xid).i64(zxid).i32(err);
+            o
+        }
+
+        fn stat_bytes(o: &mut Out) {
+            o.i64(1)
+                .i64(2)
+                .i64(3)
+                .i64(4)
+                .i32(0)
+                .i32(0)
+                .i32(0)
+                .i64(0)
+                .i32(0)
+                .i32(0)
+                .i64(0);
+        }
+
+        /// A guard against a hang on broken code; no timing is asserted.
+        async fn within<F: std::future::Future>(f: F) -> F::Output {
+            tokio::time::timeout(Duration::from_secs(20), f)
+                .await
+                .expect("the client never answered")
+        }
+
+        async fn wait_for(client: &Client, want: SessionState) {
+            let mut w = client.state_watcher();
+            within(w.wait_for(|s| *s == want)).await.unwrap();
+        }
+
+        #[tokio::test]
+        async fn a_reply_for_an_unknown_xid_drops_the_connection() {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let peer = async {
+                let (mut s, _) = accept(&l).await;
+                let req = recv(&mut s).await;
+                send(&mut s, reply(xid_of(&req) + 1000, 5, 0)).await;
+                // The client must close this connection (nothing else comes first)…
+                assert!(
+                    read_frame(&mut s).await.is_err(),
+                    "the connection stayed open"
+                );
+                // …and resume the session on a new one.
+                let (s2, _) = accept(&l).await;
+                (s, s2)
+            };
+            let client = async {
+                let c = Client::connect(&addr, Duration::from_secs(30), Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                let r = c.check_stat("/x").await;
+                (c, r)
+            };
+            let (_peer, (c, r)) = within(async { tokio::join!(peer, client) }).await;
+            assert_eq!(r, Err(ZkError::ConnectionLoss));
+            wait_for(&c, SessionState::SyncConnected).await;
+        }
+
+        #[tokio::test]
+        async fn a_reply_for_a_later_call_than_the_oldest_fails_both_calls() {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let c = Client::connect(&addr, Duration::from_secs(30), Duration::from_secs(5));
+            let (peer, c) = within(async { tokio::join!(accept(&l), c) }).await;
+            let (mut s, _) = peer;
+            let c = c.unwrap();
+            let first = c.check_stat("/a");
+            let second = c.check_stat("/b");
+            let peer = async {
+                let r1 = recv(&mut s).await;
+                let r2 = recv(&mut s).await;
+                assert_eq!(xid_of(&r2), xid_of(&r1) + 1);
+                // The second call's reply first: a well-formed exists reply, wrong order.
+                let mut out = reply(xid_of(&r2), 9, 0);
+                stat_bytes(&mut out);
+                send(&mut s, out).await;
+                s
+            };
+            let (_s, a, b) = within(async { tokio::join!(peer, first, second) }).await;
+            assert_eq!(a, Err(ZkError::ConnectionLoss));
+            assert_eq!(b, Err(ZkError::ConnectionLoss));
+        }
+
+        #[tokio::test]
+        async fn resume_sends_the_zxid_of_the_last_reply_not_of_pings_or_events() {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let c = Client::connect(&addr, Duration::from_secs(30), Duration::from_secs(5));
+            let (peer, c) = within(async { tokio::join!(accept(&l), c) }).await;
+            let (mut s, first_zxid) = peer;
+            assert_eq!(first_zxid, 0);
+            let c = c.unwrap();
+            let call = c.check_stat("/a");
+            let peer = async {
+                let req = recv(&mut s).await;
+                // A watch event and a ping reply with zxids the client never saw a
+                // reply for, then the reply (zxid 5), then another ping.
+                let mut event = reply(XID_WATCH_EVENT, 900, 0);
+                event.i32(3).i32(3).str("/a");
+                send(&mut s, event).await;
+                send(&mut s, reply(XID_PING, 901, 0)).await;
+                send(&mut s, reply(xid_of(&req), 5, -101)).await;
+                send(&mut s, reply(XID_PING, 902, 0)).await;
+                s
+            };
+            let (s, r) = within(async { tokio::join!(peer, call) }).await;
+            assert_eq!(r, Ok(None));
+            // Drop the connection: the client resumes and says which zxid it has seen.
+            drop(s);
+            let (_s2, resumed_zxid) = within(accept(&l)).await;
+            assert_eq!(resumed_zxid, 5);
+        }
+
+        #[tokio::test]
+        async fn refused_credentials_fail_the_connect_without_retrying() {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let peer = async {
+                let (mut s, _) = accept(&l).await;
+                let auth = recv(&mut s).await;
+                let mut r = In(&auth);
+                assert_eq!(r.i32().unwrap(), XID_AUTH);
+                assert_eq!(r.i32().unwrap(), OP_AUTH);
+                r.i32().unwrap();
+                assert_eq!(r.string().unwrap(), "digest");
+                assert_eq!(r.bytes().unwrap(), b"leaf:pw".to_vec());
+                send(&mut s, reply(XID_AUTH, 0, -115)).await;
+                s
+            };
+            // Two hosts, both this peer, which answers one connection only: a client
+            // that tried the next host would wait out its connect timeout there and
+            // end with NoHosts instead.
+            let connect = format!("leaf:pw@{addr},{addr}");
+            let client = Client::connect(&connect, Duration::from_secs(30), Duration::from_secs(5));
+            let (_s, r) = within(async { tokio::join!(peer, client) }).await;
+            match r {
+                Err(ZkError::AuthFailed(msg)) => {
+                    assert!(msg.contains("leaf") && !msg.contains("pw"), "{msg}")
+                }
+                other => panic!("expected AuthFailed, got {other:?}"),
+            }
+        }
     }
 }

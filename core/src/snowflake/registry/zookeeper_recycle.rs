@@ -36,16 +36,30 @@
 //! timeout (3.6 s at the default 6 s) before ZooKeeper can give its id to anyone, minus
 //! network latency. The generator's heartbeat then calls `acquire` again at once: a new
 //! session, perhaps another id.
+//!
+//! Credentials and chroot come with the connect string
+//! (`user:password@host:port,host:port/chroot`, see [`super::zk_client`]); the layout
+//! above is then below the chroot. With credentials, `last/` and every `last/{id}` are
+//! created with [`zk::Acl::CreatorAllAnyoneRead`]: only clients with the same
+//! credentials may write or delete a floor (ZooKeeper checks a delete against the
+//! parent's ACL, hence `last/` too), so nobody else can lower one. Nodes created before
+//! credentials were configured keep their open ACL. The password is never shown:
+//! messages, [`WorkerRegistry::describe`] and the cache file name use
+//! [`zk::shown_connect`].
+//!
+//! Clock readings ([`WorkerRegistry::take_clock_reading`]): the `ctime` of the lease
+//! node an acquire creates, and the `mtime` of `last/{id}` each renew writes, between
+//! the local clock read before the write was sent and after its Stat came back.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::zk_client as zk;
-use super::zookeeper::{connect, zk_err};
-use super::{IssueLimit, Lease, WorkerRegistry};
+use super::zookeeper::zk_err;
+use super::{system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -95,20 +109,39 @@ impl std::fmt::Debug for Held {
 }
 
 /// The recycling registry. Connects at `acquire`; building it does no I/O.
-#[derive(Debug)]
 pub struct ZookeeperRecycleRegistry {
     connect: String,
+    /// `connect` without its password, for everything shown.
+    shown: String,
     name: String,
     ip: String,
     port: String,
     session_timeout: Duration,
     connect_timeout: Duration,
     held: tokio::sync::Mutex<Option<Held>>,
+    /// The latest clock reading, until the generator takes it. Never held across an
+    /// await.
+    clock: Mutex<Option<ClockReading>>,
+}
+
+impl std::fmt::Debug for ZookeeperRecycleRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // By hand: the connect string may carry a password.
+        f.debug_struct("ZookeeperRecycleRegistry")
+            .field("connect", &self.shown)
+            .field("name", &self.name)
+            .field("ip", &self.ip)
+            .field("port", &self.port)
+            .field("session_timeout", &self.session_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ZookeeperRecycleRegistry {
-    /// A pool `/snowflake/{name}/recycle` on the ensemble `connect`; `ip` / `port` are
-    /// only recorded in the nodes as the holder's address.
+    /// A pool `/snowflake/{name}/recycle` on the ensemble `connect`
+    /// (`[user:password@]host:port[,host:port…][/chroot]`); `ip` / `port` are only
+    /// recorded in the nodes as the holder's address.
     pub fn new(
         connect: impl Into<String>,
         name: impl Into<String>,
@@ -117,14 +150,17 @@ impl ZookeeperRecycleRegistry {
         session_timeout: Duration,
         connect_timeout: Duration,
     ) -> ZookeeperRecycleRegistry {
+        let connect = connect.into();
         ZookeeperRecycleRegistry {
-            connect: connect.into(),
+            shown: zk::shown_connect(&connect),
+            connect,
             name: name.into(),
             ip: ip.into(),
             port: port.into(),
             session_timeout,
             connect_timeout,
             held: tokio::sync::Mutex::new(None),
+            clock: Mutex::new(None),
         }
     }
 
@@ -139,7 +175,43 @@ impl ZookeeperRecycleRegistry {
     }
 
     fn err(&self, op: &str, path: &str, e: zk::ZkError) -> Error {
-        zk_err(&self.connect, op, path, e)
+        zk_err(&self.shown, op, path, e)
+    }
+
+    /// Opens a session, failing within the connect timeout when no server answers.
+    async fn open_session(&self) -> Result<zk::Client> {
+        zk::Client::connect(&self.connect, self.session_timeout, self.connect_timeout)
+            .await
+            .map_err(|e| match e {
+                // Retrying cannot help: the configuration has to change.
+                zk::ZkError::AuthFailed(why) | zk::ZkError::InvalidConnect(why) => {
+                    Error::InvalidConfig(format!("zookeeper-recycle {}: {why}", self.shown))
+                }
+                e => Error::registry(format!(
+                    "cannot open a ZooKeeper session with {}: {e}",
+                    self.shown
+                )),
+            })
+    }
+
+    /// Keeps a reading of ZooKeeper's clock for [`WorkerRegistry::take_clock_reading`].
+    fn record_clock(&self, registry_ms: i64, local_before_ms: i64, source: String) {
+        let reading = ClockReading {
+            registry_ms,
+            local_before_ms,
+            local_after_ms: system_now_ms(),
+            source,
+        };
+        *self.clock.lock().unwrap_or_else(|p| p.into_inner()) = Some(reading);
+    }
+
+    /// The ACL of the nodes that hold floors: guarded when the session has credentials.
+    fn floor_acl(client: &zk::Client) -> zk::Acl {
+        if client.has_auth() {
+            zk::Acl::CreatorAllAnyoneRead
+        } else {
+            zk::Acl::Open
+        }
     }
 
     /// The id and session of the lease held now (for tests and diagnostics).
@@ -175,14 +247,14 @@ impl ZookeeperRecycleRegistry {
         if let Some(old) = slot.take() {
             self.let_go(old).await;
         }
-        let client = connect(&self.connect, self.session_timeout, self.connect_timeout).await?;
+        let client = self.open_session().await?;
         // Watch before taking anything, so no state change after this point is missed.
         let watching = Arc::new(AtomicBool::new(true));
         let mut states = client.state_watcher();
         let watcher = {
             let watching = watching.clone();
             let limit = limit.clone();
-            let connect = self.connect.clone();
+            let connect = self.shown.clone();
             tokio::spawn(async move {
                 let mut state = *states.borrow_and_update();
                 loop {
@@ -211,7 +283,7 @@ impl ZookeeperRecycleRegistry {
                 .await
                 .map_err(|e| self.err("create", &lease_dir, e))?;
             client
-                .mkdir(&last_dir)
+                .mkdir_with_acl(&last_dir, Self::floor_acl(&client))
                 .await
                 .map_err(|e| self.err("create", &last_dir, e))?;
             let taken: std::collections::HashSet<u32> = client
@@ -262,6 +334,7 @@ impl ZookeeperRecycleRegistry {
                 .chain(free.iter().copied().skip(RANKED_CANDIDATES));
             for id in order {
                 let path = format!("{lease_dir}/{id}");
+                let before = system_now_ms();
                 match client
                     .create(&path, &holder, zk::CreateMode::Ephemeral)
                     .await
@@ -270,6 +343,15 @@ impl ZookeeperRecycleRegistry {
                     Err(zk::ZkError::NodeExists) => continue,
                     Err(e) => return Err(self.err("create", &path, e)),
                 }
+                // The node's ctime is ZooKeeper's clock at the create (a plain create
+                // returns no Stat; create2 would need a 3.5 server).
+                match client.check_stat(&path).await {
+                    Ok(Some(stat)) => {
+                        self.record_clock(stat.ctime, before, format!("ZooKeeper ctime of {path}"))
+                    }
+                    Ok(None) => return Err(self.err("check", &path, zk::ZkError::NoNode)),
+                    Err(e) => return Err(self.err("check", &path, e)),
+                }
                 // Read again now that the id is ours: the bound read above may be stale
                 // (another holder may have come and gone since), this one cannot be.
                 let floor = read_floor(id).await?;
@@ -277,7 +359,7 @@ impl ZookeeperRecycleRegistry {
                 return Ok((id, path, 0, floor));
             }
             Err(Error::WorkerIdExhausted {
-                pool: format!("ZooKeeper {} {lease_dir}", self.connect),
+                pool: format!("ZooKeeper {} {lease_dir}", self.shown),
                 size: max_worker_id.saturating_add(1),
             })
         }
@@ -286,7 +368,7 @@ impl ZookeeperRecycleRegistry {
             Ok((id, path, version, floor)) => {
                 tracing::info!(worker_id = id, %path, floor, session = %client.session_id(),
                     session_timeout = ?negotiated, "worker id leased");
-                let location = format!("zookeeper-recycle {}{path}", self.connect);
+                let location = format!("zookeeper-recycle {}{path}", self.shown);
                 *slot = Some(Held {
                     client,
                     worker_id: id,
@@ -355,8 +437,18 @@ impl ZookeeperRecycleRegistry {
             Some(0) => lost(format!("{} failed its check: {}", h.lease_path, e.error)),
             _ => self.err(op, &last, e.error),
         };
+        let source = || format!("ZooKeeper mtime of {last}");
+        let before = system_now_ms();
         match h.client.multi(&[guard.clone(), set]).await {
-            Ok(()) => Ok(()),
+            Ok(results) => {
+                match results.get(1) {
+                    Some(zk::OpResult::SetData(stat)) => {
+                        self.record_clock(stat.mtime, before, source())
+                    }
+                    other => tracing::debug!(?other, "no Stat in the multi's set-data result"),
+                }
+                Ok(())
+            }
             Err(zk::MultiError {
                 op: Some(1),
                 error: zk::ZkError::NoNode,
@@ -366,11 +458,21 @@ impl ZookeeperRecycleRegistry {
                     path: &last,
                     data: &data,
                     mode: zk::CreateMode::Persistent,
+                    acl: Self::floor_acl(&h.client),
                 };
+                let before = system_now_ms();
                 h.client
                     .multi(&[guard, create])
                     .await
-                    .map_err(|e| failed(e, "create"))
+                    .map_err(|e| failed(e, "create"))?;
+                // A create result carries no Stat: read the new node's mtime. Its write
+                // happened between `before` and this reply, so the reading holds.
+                match h.client.check_stat(&last).await {
+                    Ok(Some(stat)) => self.record_clock(stat.mtime, before, source()),
+                    Ok(None) => {}
+                    Err(e) => tracing::debug!(error = %e, path = %last, "no clock reading"),
+                }
+                Ok(())
             }
             Err(e) => Err(failed(e, "write")),
         }
@@ -414,6 +516,10 @@ impl WorkerRegistry for ZookeeperRecycleRegistry {
     }
 
     fn describe(&self) -> String {
-        format!("zookeeper-recycle-{}-{}", self.connect, self.name)
+        format!("zookeeper-recycle-{}-{}", self.shown, self.name)
+    }
+
+    fn take_clock_reading(&self) -> Option<ClockReading> {
+        self.clock.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 }

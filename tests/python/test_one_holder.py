@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -115,14 +116,16 @@ def assert_no_duplicates(outcomes: list[Outcome]) -> None:
 
 def assert_one_live_holder(outcomes: list[Outcome], identity: str) -> None:
     """Exactly one process issues; every other one was refused with WorkerIdInUse, whose
-    message names the identity and says what to do."""
+    message names the identity, the holder (its pid) and what to do."""
     live = [o for o in outcomes if o.worker_id is not None]
     refused = [o for o in outcomes if o.worker_id is None]
     dup = sum(len(o.ids) for o in outcomes) - len({i for o in outcomes for i in o.ids})
     assert len(live) == 1, f"{len(live)} live holders of one identity ({dup} duplicate ids): {outcomes}"
+    holder = re.compile(rf"\bpid {live[0].pid}\b")
     for o in refused:
         assert (o.error, o.code) == ("WorkerIdInUse", "LEAF_WORKER_ID_IN_USE"), o
         assert identity in o.message, o.message
+        assert holder.search(o.message), f"names the holder, pid {live[0].pid}: {o.message}"
         # What to do: a registry that gives each process its own id.
         assert "zookeeper-recycle" in o.message or "local://" in o.message, o.message
     assert_no_duplicates(outcomes)

@@ -286,3 +286,130 @@ fn many_threads_never_share_an_id() {
     }
     assert!(all.len() >= 800_000);
 }
+
+fn refresh(gen: &SegmentGenerator) {
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.refresh().await }).unwrap();
+}
+
+/// Issue 11: `close()` closed only the tags in the map; a handle on a tag a refresh
+/// had dropped went on issuing (and refilling) after close.
+#[test]
+fn close_ends_buffers_dropped_from_the_map_that_handles_hold() {
+    let (store, _, gen) = setup(10);
+    let h = gen.tag("order").unwrap();
+    h.next_id().unwrap();
+    store.remove_tag("order");
+    refresh(&gen);
+    assert!(gen.tags().is_empty());
+    assert_eq!(
+        h.next_id().unwrap(),
+        2,
+        "a handle keeps its buffer, as in Leaf"
+    );
+    gen.close();
+    assert!(
+        matches!(h.next_id(), Err(Error::Closed)),
+        "{:?}",
+        h.next_id()
+    );
+    assert_eq!(h.try_next_id(), None);
+    assert!(matches!(h.next_ids(3), Err(Error::Closed)));
+}
+
+/// Issue 11: a tag dropped by a refresh and added back got a second buffer while a
+/// handle still held the first, so the process issued lower ids after higher ones.
+#[test]
+fn a_tag_that_comes_back_keeps_its_buffer_so_ids_never_go_backwards() {
+    let (store, _, gen) = setup(10);
+    let h = gen.tag("order").unwrap();
+    let mut last = h.next_id().unwrap();
+    store.remove_tag("order");
+    refresh(&gen);
+    // The row comes back far ahead (re-created by hand, or by another tool).
+    store.put_row("order", 1000, 10);
+    refresh(&gen);
+    for k in 0..40 {
+        let id = if k % 2 == 0 {
+            gen.next_id("order").unwrap()
+        } else {
+            h.next_id().unwrap()
+        };
+        assert!(id > last, "id {id} after {last}");
+        last = id;
+    }
+}
+
+/// Issue 11: `create_tag(start=2**63-6, step=10)` was accepted, and on `memory:` ids
+/// wrapped to negative.
+#[test]
+fn create_tag_refuses_a_start_whose_first_segment_passes_i64_max() {
+    let (store, _, gen) = setup(10);
+    for (start, step) in [(i64::MAX - 5, 10), (i64::MAX, 1), (i64::MAX - 9, 10)] {
+        let g = gen.clone();
+        let err = leafid::runtime::block_on(async move {
+            g.create_tag("near-the-top", start, step, "").await
+        })
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+        assert!(err.to_string().contains("near-the-top"), "{err}");
+        // The store refuses on its own too (a caller may use it directly).
+        let s = store.clone();
+        let err = leafid::runtime::block_on(async move {
+            s.create_tag("near-the-top", start, step, "").await
+        })
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    }
+    // The last start that fits is accepted and issues up to i64::MAX - 1.
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.create_tag("top", i64::MAX - 10, 10, "").await })
+        .unwrap();
+    let ids = gen.next_ids("top", 10).unwrap();
+    assert_eq!(ids, ((i64::MAX - 10)..i64::MAX).collect::<Vec<_>>());
+}
+
+/// Issue 11: a row near i64::MAX (written by hand or by other tooling) wrapped ids to
+/// negative on `memory:`; it must be a permanent error naming the tag instead.
+#[test]
+fn a_row_near_i64_max_is_a_permanent_error_naming_the_tag() {
+    let (store, _, gen) = setup(10);
+    store.put_row("full", i64::MAX - 5, 10);
+    refresh(&gen);
+    for _ in 0..2 {
+        let err = gen.next_id("full").unwrap_err();
+        assert!(matches!(err, Error::Malformed { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("\"full\"") && text.contains("max_id"),
+            "{text}"
+        );
+        assert!(!text.contains("retry once it is back"), "{text}");
+    }
+    let row = leafid::runtime::block_on({
+        let s = store.clone();
+        async move { s.rows().await }
+    })
+    .unwrap()
+    .into_iter()
+    .find(|r| r.tag == "full")
+    .unwrap();
+    assert_eq!(row.max_id, i64::MAX - 5, "the row is left as it was");
+}
+
+/// Issue 11: a step of 0 or below in the table was never validated: refills lowered
+/// max_id and handed out ranges already issued.
+#[test]
+fn a_row_with_a_step_below_one_is_a_permanent_error_and_max_id_stays() {
+    let (store, _, gen) = setup(10);
+    for (tag, step) in [("zero", 0), ("negative", -5)] {
+        store.put_row(tag, 100, step);
+        refresh(&gen);
+        let err = gen.next_id(tag).unwrap_err();
+        assert!(matches!(err, Error::Malformed { .. }), "{tag}: {err:?}");
+        assert!(err.to_string().contains(tag), "{err}");
+        let s = store.clone();
+        let rows = leafid::runtime::block_on(async move { s.rows().await }).unwrap();
+        assert_eq!(rows.iter().find(|r| r.tag == tag).unwrap().max_id, 100);
+    }
+}

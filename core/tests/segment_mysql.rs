@@ -220,3 +220,127 @@ fn a_down_database_at_connect_is_store_unavailable() {
     .unwrap_err();
     assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
 }
+
+/// Issue 11: `create_tag(start=2**63-6, step=10)` was accepted; on MySQL every refill
+/// then failed with error 1690, reported as "retry once it is back".
+#[test]
+fn mysql_create_tag_refuses_a_start_near_i64_max() {
+    let gen = connect(SegmentOptions::default());
+    let tag = fresh_tag("top");
+    let (g, t) = (gen.clone(), tag.clone());
+    let err =
+        leafid::runtime::block_on(async move { g.create_tag(&t, i64::MAX - 5, 10, "").await })
+            .unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains(&tag), "{err}");
+}
+
+/// Issue 11: rows leafid cannot reserve from (max_id near i64::MAX, a step of 0 or
+/// below, as an operator or Java Leaf tooling may write) are refused by the UPDATE's
+/// guard: a permanent error naming the tag, and max_id is left as it was.
+#[test]
+fn mysql_bad_rows_are_permanent_errors_naming_the_tag_and_max_id_stays() {
+    let gen = connect(SegmentOptions::default());
+    let rows = [
+        (fresh_tag("full"), i64::MAX - 5, 10),
+        (fresh_tag("zero"), 100, 0),
+        (fresh_tag("negative"), 100, -5),
+    ];
+    for (tag, max_id, step) in rows.clone() {
+        sql(move |pool| {
+            Box::pin(async move {
+                sqlx::query("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (?, ?, ?)")
+                    .bind(tag)
+                    .bind(max_id)
+                    .bind(step)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            })
+        });
+    }
+    refresh(&gen);
+    for (tag, max_id, _) in rows {
+        for _ in 0..2 {
+            let err = gen.next_id(&tag).unwrap_err();
+            assert!(matches!(err, Error::Malformed { .. }), "{tag}: {err:?}");
+            let text = err.to_string();
+            assert!(text.contains(&tag), "{text}");
+            assert!(!text.contains("retry once it is back"), "{text}");
+        }
+        let t = tag.clone();
+        let now: i64 = sql(move |pool| {
+            Box::pin(async move {
+                sqlx::query("SELECT max_id FROM leaf_alloc WHERE biz_tag = ?")
+                    .bind(t)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                    .get(0)
+            })
+        });
+        assert_eq!(now, max_id, "{tag}: max_id changed");
+        // Leave the shared table clean.
+        sql(move |pool| {
+            Box::pin(async move {
+                sqlx::query("DELETE FROM leaf_alloc WHERE biz_tag = ?")
+                    .bind(tag)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            })
+        });
+    }
+}
+
+/// Issue 11: `create_table` made `leaf_alloc` without a character set, so on a server
+/// (or database) whose default is latin1 a multibyte tag failed with error 1366.
+#[test]
+fn create_table_declares_utf8mb4_so_multibyte_tags_work_on_a_latin1_database() {
+    let url = mysql_url();
+    let db = format!("leafid_latin1_{}", std::process::id());
+    let d = db.clone();
+    sql(move |pool| {
+        Box::pin(async move {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                "DROP DATABASE IF EXISTS {d}; CREATE DATABASE {d} DEFAULT CHARACTER SET latin1"
+            )))
+            .execute(&pool)
+            .await
+            .unwrap();
+        })
+    });
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let gen = SegmentGenerator::connect_blocking(
+        &format!("{base}/{db}"),
+        SegmentOptions {
+            create_table: true,
+            ..SegmentOptions::default()
+        },
+    )
+    .unwrap();
+    let tag = "订单-überweisung-🧾";
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.create_tag(tag, 1, 10, "").await }).unwrap();
+    assert_eq!(gen.next_ids(tag, 3).unwrap(), vec![1, 2, 3]);
+    assert_eq!(gen.tags(), vec![tag.to_string()]);
+    gen.close();
+    let d = db.clone();
+    let ddl: String = sql(move |pool| {
+        Box::pin(async move {
+            let ddl: String = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SHOW CREATE TABLE {d}.leaf_alloc"
+            )))
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+            .get(1);
+            sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP DATABASE {d}")))
+                .execute(&pool)
+                .await
+                .unwrap();
+            ddl
+        })
+    });
+    assert!(ddl.contains("utf8mb4"), "{ddl}");
+}

@@ -1,29 +1,66 @@
 //! The lock-free double buffer of one tag: the hot path.
 //!
 //! A tag owns two segment slots. One 64-bit `cursor` names the current segment's
-//! generation (high 32 bits) and the offset of the next id within it (low 32 bits), so
-//! taking an id is a single `fetch_add`. A slot is published like a seqlock: its
-//! generation is set to `EMPTY` while it is rewritten and to the new generation after,
-//! and a reader checks the generation before and after reading the range. A reader that
-//! raced with a rewrite sees a mismatch and retries: at worst an id is skipped, never
-//! handed out twice. Switching to the next generation happens only in the slow path,
+//! generation (high bits) and the offset of the next id within it (low
+//! [`OFFSET_BITS`] bits), so taking an id is a load and a `fetch_add`. A slot is published
+//! like a seqlock: its generation is set to `EMPTY` while it is rewritten and to the new
+//! generation after, and a reader checks the generation before and after reading the
+//! range. A reader that raced with a rewrite sees a mismatch and retries: at worst an id
+//! is skipped, never handed out twice. A generation is published once and never
+//! rewritten with other contents, so a consistent read of generation `g` stays true
+//! for `g` forever. Switching to the next generation happens only in the slow path,
 //! under the tag's mutex, and only when the current segment is spent.
 //!
-//! Offsets: segments hold at most 2^31 ids, so a single-id `fetch_add` may overshoot a
-//! spent segment by 2^31 before it could carry into the generation; every overshooting
-//! caller goes through the slow path, which clamps the offset back. Batches use a CAS
-//! and never overshoot.
+//! Offsets can never carry into the generation. A single take first looks at the
+//! cursor and adds only when it saw room in a published segment; a spent, empty or
+//! closed segment is refused without touching the cursor, however often it is polled.
+//! After an add that lands past the end (`off >= len`), the same thread's later loads
+//! see that offset or a later generation (coherence of one atomic), so each thread
+//! overshoots a generation at most once: the offset stays below `len + threads`, far
+//! from `2^OFFSET_BITS` (segments hold at most [`MAX_SEGMENT_LEN`] = half of it).
+//! Batches use a CAS and never overshoot.
+//!
+//! Model-checked with loom (the `loom_*` tests below):
+//! `RUSTFLAGS="--cfg leafid_loom" CARGO_TARGET_DIR=target/loom cargo test -p leafid --release --lib loom`
 
-use std::sync::atomic::{fence, AtomicI64, AtomicU64, AtomicU8, Ordering};
+use super::atomics::{fence, AtomicI64, AtomicU64, AtomicU8, Ordering};
 
-/// The largest segment a slot holds; a larger step leaves the rest of its range unused.
-pub const MAX_SEGMENT_LEN: u64 = 1 << 31;
-const OFFSET_BITS: u32 = 32;
+/// Bits of the cursor that hold the offset within the current segment. Tests use a
+/// narrow field, so that a carry into the generation takes thousands of takes instead
+/// of billions.
+#[cfg(not(test))]
+pub const OFFSET_BITS: u32 = 32;
+#[cfg(test)]
+pub const OFFSET_BITS: u32 = 16;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+/// The largest segment a slot holds (half the offset field, so overshooting takes
+/// have room); a larger step leaves the rest of its range unused.
+pub const MAX_SEGMENT_LEN: u64 = 1 << (OFFSET_BITS - 1);
 /// A slot generation meaning "being written / holds nothing".
 const EMPTY: u64 = u64::MAX;
 /// A generation no slot ever holds: the cursor of a closed tag.
-pub const CLOSED_GEN: u64 = OFFSET_MASK;
+pub const CLOSED_GEN: u64 = u64::MAX >> OFFSET_BITS;
+/// The last generation a segment may be published under; past it the tag must be
+/// reloaded by a new generator. 2^32 refills in production: with the dynamic step
+/// (segments of about 15 minutes) that is never reached, and even a refill every
+/// millisecond would take 50 days.
+pub const LAST_GEN: u64 = CLOSED_GEN - 2;
+
+#[inline(always)]
+fn split(w: u64) -> (u64, u64) {
+    (w >> OFFSET_BITS, w & OFFSET_MASK)
+}
+
+/// How a forked child's first thread publishes a tag's new fork epoch, after it
+/// forgot the parent's segments and moved the cursor past them (`TagBuffer::forget_parent`).
+/// Release, so that everything before it is visible to a thread that sees the epoch.
+pub const EPOCH_PUBLISH: Ordering = Ordering::Release;
+/// How takers read a tag's fork epoch before taking (`TagBuffer::fresh`). Acquire,
+/// pairing with [`EPOCH_PUBLISH`]: a second thread of a forked child that sees the new
+/// epoch also sees the parent's segments forgotten. With Relaxed, a weakly ordered CPU
+/// (ARM) may show it the new epoch with the old cursor, and it would take from a
+/// segment the parent keeps issuing.
+pub const EPOCH_OBSERVE: Ordering = Ordering::Acquire;
 
 /// No next segment loaded and none loading.
 pub const NEXT_NONE: u8 = 0;
@@ -42,7 +79,7 @@ struct Slot {
 }
 
 impl Slot {
-    const fn new() -> Slot {
+    fn new() -> Slot {
         Slot {
             gen: AtomicU64::new(EMPTY),
             base: AtomicI64::new(0),
@@ -89,7 +126,7 @@ pub struct SlotView {
 
 impl Ring {
     /// A ring at generation 0 with no segment loaded.
-    pub const fn new() -> Ring {
+    pub fn new() -> Ring {
         Ring {
             cursor: AtomicU64::new(0),
             slots: [Slot::new(), Slot::new()],
@@ -117,13 +154,27 @@ impl Ring {
         Some((base, len, preload_at))
     }
 
-    /// Takes one id: the hot path. `None` means "go to the slow path".
+    /// Takes one id: the hot path. `None` means "go to the slow path"; a `None` never
+    /// moves the cursor unless another thread's take raced it past the end (see the
+    /// module docs for the bound).
     #[inline(always)]
     pub fn take_one(&self) -> Option<Taken> {
-        // Acquire: the generation we land in was published (Release) before the switch.
-        let w = self.cursor.fetch_add(1, Ordering::Acquire);
-        let (gen, off) = (w >> OFFSET_BITS, w & OFFSET_MASK);
+        // Acquire pairs with the Release in `point_at`: the slot of the generation we
+        // see was published before the cursor was pointed at it.
+        let (gen, off) = split(self.cursor.load(Ordering::Acquire));
         let (base, len, preload_at) = self.read(gen)?;
+        if off >= len {
+            // Spent: refuse without adding, so polling can never carry the offset.
+            return None;
+        }
+        // Acquire for the same reason as the load above, in case a switch happened in
+        // between and we land in a newer generation.
+        let (gen2, off) = split(self.cursor.fetch_add(1, Ordering::Acquire));
+        let (base, len, preload_at) = if gen2 == gen {
+            (base, len, preload_at)
+        } else {
+            self.read(gen2)?
+        };
         if off >= len {
             return None;
         }
@@ -136,9 +187,10 @@ impl Ring {
 
     /// Takes up to `n` consecutive ids from the current segment without overshooting.
     pub fn take_many(&self, n: u64) -> Option<Taken> {
+        // Acquire: as in `take_one`.
         let mut w = self.cursor.load(Ordering::Acquire);
         loop {
-            let (gen, off) = (w >> OFFSET_BITS, w & OFFSET_MASK);
+            let (gen, off) = split(w);
             let (base, len, preload_at) = self.read(gen)?;
             if off >= len {
                 return None;
@@ -181,18 +233,26 @@ impl Ring {
 
     /// Points the cursor at the start of generation `gen` (a switch, a reset or a close).
     pub fn point_at(&self, gen: u64) {
-        // Release: a taker that lands in `gen` also sees the slot published before.
-        self.cursor.store(gen << OFFSET_BITS, Ordering::Release);
+        debug_assert!(gen <= CLOSED_GEN);
+        // A read-modify-write, not a plain store: it is ordered after every take that
+        // came before it (C++ orders a plain store the same way, but loom models a
+        // plain store racing with a take's fetch_add more loosely and would report a
+        // switch undone by an earlier take). AcqRel: Release so a taker that lands in
+        // `gen` also sees the slot published before; Acquire is not needed by the
+        // callers, which hold the tag's lock, but costs nothing on a swap.
+        self.cursor.swap(gen << OFFSET_BITS, Ordering::AcqRel);
     }
 
-    /// Pulls a spent cursor's offset back to the segment's end, so single-id takes that
-    /// overshot can never carry into the generation bits.
+    /// Pulls an overshot offset back to the segment's end. Not needed for uniqueness
+    /// (takes never carry, see the module docs); it keeps the cursor tidy for stats.
     pub fn clamp(&self) {
+        // Acquire: as in `take_one`, so the slot read below is the current one's.
         let w = self.cursor.load(Ordering::Acquire);
-        let gen = w >> OFFSET_BITS;
+        let (gen, off) = split(w);
         let len = self.read(gen).map(|(_, len, _)| len).unwrap_or(0);
-        if w & OFFSET_MASK > len {
-            // A failed CAS means another taker moved on; the next slow call clamps again.
+        if off > len {
+            // AcqRel like any take; a failed CAS means another thread moved the cursor
+            // (a take or a switch), and a stale clamp must not undo that.
             let _ = self.cursor.compare_exchange(
                 w,
                 (gen << OFFSET_BITS) | len,
@@ -202,17 +262,25 @@ impl Ring {
         }
     }
 
+    /// The cursor as `(generation, offset)`.
+    pub fn position(&self) -> (u64, u64) {
+        // Acquire: callers compare it with slots they read next.
+        split(self.cursor.load(Ordering::Acquire))
+    }
+
     /// Forgets both segments (after a fork: they belong to the parent).
     pub fn forget(&self) {
         for slot in &self.slots {
+            // Release: published with the fork epoch (see `TagBuffer::forget_parent`).
             slot.gen.store(EMPTY, Ordering::Release);
         }
+        // Release: as above.
         self.next.store(NEXT_NONE, Ordering::Release);
     }
 
     /// Both slots as `(view, next offset)` for stats, current first.
     pub fn views(&self) -> ([SlotView; 2], u64, u64) {
-        let w = self.cursor.load(Ordering::Acquire);
+        let (gen, off) = self.position();
         let view = |i: usize| {
             let s = &self.slots[i];
             let gen = s.gen.load(Ordering::Acquire);
@@ -223,7 +291,7 @@ impl Ring {
                 step: s.step.load(Ordering::Relaxed),
             }
         };
-        ([view(0), view(1)], w >> OFFSET_BITS, w & OFFSET_MASK)
+        ([view(0), view(1)], gen, off)
     }
 }
 
@@ -265,7 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn clamp_pulls_an_overshot_offset_back() {
+    fn clamp_leaves_a_spent_cursor_at_the_segment_end() {
         let ring = Ring::new();
         ring.publish(1, 0, 2, u64::MAX, 2);
         ring.point_at(1);
@@ -273,8 +341,45 @@ mod tests {
             ring.take_one();
         }
         ring.clamp();
-        let (_, gen, off) = ring.views();
-        assert_eq!((gen, off), (1, 2));
+        assert_eq!(ring.position(), (1, 2));
+    }
+
+    /// Issue 11: polling a spent segment (e.g. `try_next_id` during an outage) used to
+    /// add 1 per call, and after 2^32 calls the offset carried into the generation.
+    #[test]
+    fn failing_takes_never_move_the_cursor() {
+        let ring = Ring::new();
+        let polls = 3 << OFFSET_BITS;
+        // Nothing published yet.
+        for _ in 0..polls {
+            assert!(ring.take_one().is_none());
+        }
+        assert_eq!(ring.position(), (0, 0));
+        // A spent segment.
+        ring.publish(1, 100, 3, u64::MAX, 3);
+        ring.point_at(1);
+        for _ in 0..3 {
+            ring.take_one().unwrap();
+        }
+        for _ in 0..polls {
+            assert!(ring.take_one().is_none());
+        }
+        assert_eq!(ring.position(), (1, 3));
+        // The next generation is loaded meanwhile: still no take from it before the
+        // switch, and none of its ids are skipped or repeated after it.
+        ring.publish(2, 200, 3, u64::MAX, 3);
+        for _ in 0..polls {
+            assert!(ring.take_one().is_none());
+        }
+        ring.point_at(2);
+        let ids: Vec<i64> = (0..3).map(|_| ring.take_one().unwrap().first).collect();
+        assert_eq!(ids, vec![200, 201, 202]);
+        // Closed.
+        ring.point_at(CLOSED_GEN);
+        for _ in 0..polls {
+            assert!(ring.take_one().is_none());
+        }
+        assert_eq!(ring.position(), (CLOSED_GEN, 0));
     }
 
     #[test]
@@ -284,5 +389,178 @@ mod tests {
         ring.point_at(1);
         assert!(!ring.take_one().unwrap().wants_preload);
         assert!(ring.take_one().unwrap().wants_preload);
+    }
+}
+
+/// Model checks of the ring under loom: every interleaving (up to the preemption bound)
+/// of takers, the switch to the next generation, publishing into a slot a stale taker
+/// may still read, and clamping. Run with
+/// `RUSTFLAGS="--cfg leafid_loom" CARGO_TARGET_DIR=target/loom cargo test -p leafid --release --lib loom`.
+#[cfg(all(test, leafid_loom))]
+mod loom_tests {
+    use super::*;
+    use loom::sync::Arc;
+    use loom::thread;
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(3);
+        b.check(f);
+    }
+
+    fn ids(takes: &[Option<Taken>]) -> Vec<i64> {
+        takes.iter().flatten().map(|t| t.first).collect()
+    }
+
+    fn assert_unique(all: &mut Vec<i64>) {
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "an id was issued twice");
+    }
+
+    /// The fork-epoch handshake of `TagBuffer`: the child's first thread forgets the
+    /// parent's segment and publishes the new epoch; another thread that sees the new
+    /// epoch must not take from the parent's segment. (Loom runs each thread's
+    /// operations in program order and an RMW reads the newest value, so it cannot
+    /// show the Relaxed failure, where the taker's fetch_add is ordered before the
+    /// switch; this checks the handshake as written.)
+    #[test]
+    fn loom_a_thread_that_sees_the_child_epoch_never_takes_from_the_parents_segment() {
+        model(|| {
+            let ring = Arc::new(Ring::new());
+            // The segment inherited from the parent, which keeps issuing it.
+            ring.publish(1, 10, 5, u64::MAX, 5);
+            ring.point_at(1);
+            let epoch = Arc::new(AtomicU64::new(0));
+            let other = {
+                let (ring, epoch) = (ring.clone(), epoch.clone());
+                thread::spawn(move || {
+                    if epoch.load(EPOCH_OBSERVE) == 1 {
+                        ring.take_one()
+                    } else {
+                        None
+                    }
+                })
+            };
+            // `forget_parent`: forget, move to a generation with no slot, publish.
+            ring.forget();
+            ring.point_at(3);
+            epoch.store(1, EPOCH_PUBLISH);
+            let taken = other.join().unwrap();
+            assert!(taken.is_none(), "took {taken:?} from the parent's segment");
+        });
+    }
+
+    /// Two takers race over the end of a segment while a third switches to the next
+    /// one, as the slow path does (only once the current segment is spent).
+    #[test]
+    fn loom_takers_and_a_switch_never_share_an_id() {
+        model(|| {
+            let ring = Arc::new(Ring::new());
+            ring.publish(1, 10, 2, u64::MAX, 2);
+            ring.point_at(1);
+            ring.publish(2, 20, 2, u64::MAX, 2);
+            let takers: Vec<_> = (0..2)
+                .map(|_| {
+                    let ring = ring.clone();
+                    thread::spawn(move || vec![ring.take_one(), ring.take_one()])
+                })
+                .collect();
+            // The switcher: the slow path's "spent → point at the next generation".
+            let mut mine = vec![];
+            loop {
+                match ring.take_many(1) {
+                    Some(t) => mine.push(Some(t)),
+                    None => {
+                        ring.point_at(2);
+                        ring.clamp();
+                        break;
+                    }
+                }
+            }
+            let mut all = ids(&mine);
+            for t in takers {
+                all.extend(ids(&t.join().unwrap()));
+            }
+            for id in &all {
+                assert!((10..12).contains(id) || (20..22).contains(id), "id {id}");
+            }
+            assert_unique(&mut all);
+            let (gen, off) = ring.position();
+            assert_eq!(gen, 2);
+            assert!(
+                off <= 2 + 2,
+                "offset {off} overshot by more than the takers"
+            );
+        });
+    }
+
+    /// A taker keeps failing on a spent segment while the next one is published and
+    /// switched to, and the slot of the spent one is rewritten with a third: it never
+    /// moves the cursor by more than its own one overshoot, and never takes an id from
+    /// a half-written slot or one that the switcher also takes.
+    #[test]
+    fn loom_a_failing_taker_across_a_switch_and_a_publish() {
+        model(|| {
+            let ring = Arc::new(Ring::new());
+            ring.publish(1, 10, 1, u64::MAX, 1);
+            ring.point_at(1);
+            assert_eq!(ring.take_one().map(|t| t.first), Some(10));
+            let poller = {
+                let ring = ring.clone();
+                thread::spawn(move || (0..3).map(|_| ring.take_one()).collect::<Vec<_>>())
+            };
+            // The refill and the slow path: publish 2, switch, spend it, publish 3 into
+            // the slot generation 1 used, switch again.
+            ring.publish(2, 20, 1, u64::MAX, 1);
+            ring.point_at(2);
+            let mut mine = vec![ring.take_one()];
+            ring.clamp();
+            ring.publish(3, 30, 1, u64::MAX, 1);
+            ring.point_at(3);
+            mine.push(ring.take_one());
+            let mut all = ids(&mine);
+            all.extend(ids(&poller.join().unwrap()));
+            for id in &all {
+                assert!(
+                    [20, 30].contains(id),
+                    "id {id} from a spent or torn segment"
+                );
+            }
+            assert_unique(&mut all);
+            let (gen, off) = ring.position();
+            assert_eq!(gen, 3);
+            assert!(off <= 1 + 1, "offset {off}");
+        });
+    }
+
+    /// A batch take (CAS) and single takes share a segment without overlap, and a
+    /// clamp racing with them never undoes a take.
+    #[test]
+    fn loom_batch_single_and_clamp_never_overlap() {
+        model(|| {
+            let ring = Arc::new(Ring::new());
+            ring.publish(1, 0, 3, u64::MAX, 3);
+            ring.point_at(1);
+            let single = {
+                let ring = ring.clone();
+                thread::spawn(move || vec![ring.take_one(), ring.take_one()])
+            };
+            let clamp = {
+                let ring = ring.clone();
+                thread::spawn(move || ring.clamp())
+            };
+            let batch = ring.take_many(2);
+            let mut all: Vec<i64> = batch
+                .map(|t| (t.first..t.first + t.count as i64).collect())
+                .unwrap_or_default();
+            all.extend(ids(&single.join().unwrap()));
+            clamp.join().unwrap();
+            for id in &all {
+                assert!((0..3).contains(id), "id {id}");
+            }
+            assert_unique(&mut all);
+        });
     }
 }

@@ -9,9 +9,14 @@ use arc_swap::ArcSwap;
 // SipHash on short keys, and the keys come from the table, not from an attacker.
 use rustc_hash::FxHashMap as HashMap;
 
-use super::buffer::{Ring, Taken, CLOSED_GEN, NEXT_LOADING, NEXT_NONE, NEXT_READY};
+use super::buffer::{
+    Ring, Taken, CLOSED_GEN, EPOCH_OBSERVE, EPOCH_PUBLISH, LAST_GEN, NEXT_LOADING, NEXT_NONE,
+    NEXT_READY,
+};
 use super::step::next_step;
-use super::store::{self, validate_step, validate_tag, SegmentStore, TagRow};
+use super::store::{
+    self, validate_start, validate_step, validate_tag, Allocation, SegmentStore, TagRow,
+};
 use super::{SegmentOptions, SegmentStats, TagStats};
 use crate::error::{Error, Result};
 use crate::runtime;
@@ -19,6 +24,14 @@ use crate::runtime;
 /// Longest pause between refill attempts while the store keeps failing.
 const MAX_BACKOFF_MS: i64 = 1_000;
 const FIRST_BACKOFF_MS: i64 = 50;
+/// A refill that has not finished after this long is abandoned and reported as a
+/// failure, so the "loading" flag cannot stay set forever (a statement stuck on a lock,
+/// a dead connection). Longer than any store's own timeouts (SQLite waits up to 10 s for
+/// a busy file and retries for 10 s more). Short in unit tests.
+#[cfg(not(test))]
+const REFILL_TIMEOUT: Duration = Duration::from_secs(30);
+#[cfg(test)]
+const REFILL_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// Issues ids for the tags of one `leaf_alloc` table.
 ///
@@ -38,12 +51,65 @@ pub struct TagHandle {
 #[derive(Debug)]
 struct Inner {
     opts: SegmentOptions,
-    store: Mutex<(u64, Arc<dyn SegmentStore>)>,
-    tags: ArcSwap<HashMap<String, Arc<TagBuffer>>>,
+    store: Mutex<StoreSlot>,
+    tags: ArcSwap<TagMap>,
+    /// Orders tag-map updates against refreshes: a refresh drops a tag only if it was
+    /// added before the refresh read its listing (see [`Inner::refresh`]).
+    ticket: AtomicU64,
     closed: AtomicBool,
     /// The fork epoch the background tasks run under.
     epoch: AtomicU64,
     refresher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// The store, and the fork epoch it was opened under.
+#[derive(Debug)]
+struct StoreSlot {
+    epoch: u64,
+    store: Arc<dyn SegmentStore>,
+    /// In a forked child whose store cannot follow the fork (`memory:`): why, returned
+    /// by every later use instead of the parent's store.
+    refused: Option<Error>,
+}
+
+/// The tags of a generator. Replaced whole (copy on write, `ArcSwap::rcu`), so that
+/// concurrent updates never lose one another.
+#[derive(Debug, Default, Clone)]
+struct TagMap {
+    /// The tags `next_id(tag)` finds.
+    live: HashMap<String, Entry>,
+    /// Tags a refresh dropped whose buffers handles may still hold: a tag that comes
+    /// back gets the same buffer (one buffer per tag, so ids never go backwards), and
+    /// `close()` ends them too.
+    dropped: HashMap<String, Weak<TagBuffer>>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    buf: Arc<TagBuffer>,
+    /// The [`Inner::ticket`] taken when the tag was added.
+    born: u64,
+}
+
+impl TagMap {
+    fn get(&self, tag: &str) -> Option<&Arc<TagBuffer>> {
+        self.live.get(tag).map(|e| &e.buf)
+    }
+
+    /// The buffer for `tag`: the live one, one a handle still holds, or a new one.
+    fn buffer_for(&self, tag: &str, epoch: u64) -> Arc<TagBuffer> {
+        self.get(tag)
+            .cloned()
+            .or_else(|| self.dropped.get(tag).and_then(Weak::upgrade))
+            .unwrap_or_else(|| TagBuffer::shared(tag.to_string(), epoch))
+    }
+
+    /// Every buffer that may still issue: live ones and dropped ones still held.
+    fn all(&self) -> Vec<Arc<TagBuffer>> {
+        let live = self.live.values().map(|e| e.buf.clone());
+        live.chain(self.dropped.values().filter_map(Weak::upgrade))
+            .collect()
+    }
 }
 
 /// One tag: the lock-free ring plus the state only the slow path touches.
@@ -114,8 +180,13 @@ impl SegmentGenerator {
         let epoch = runtime::fork_epoch();
         let inner = Arc::new(Inner {
             opts,
-            store: Mutex::new((epoch, store)),
-            tags: ArcSwap::from_pointee(HashMap::default()),
+            store: Mutex::new(StoreSlot {
+                epoch,
+                store,
+                refused: None,
+            }),
+            tags: ArcSwap::from_pointee(TagMap::default()),
+            ticket: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             epoch: AtomicU64::new(epoch),
             refresher: Mutex::new(None),
@@ -125,7 +196,7 @@ impl SegmentGenerator {
         let setup = inner.clone();
         runtime::run(async move {
             if create_table {
-                setup.store().create_table().await?;
+                setup.store()?.create_table().await?;
             }
             setup.refresh().await
         })
@@ -148,7 +219,8 @@ impl SegmentGenerator {
     /// tag included: [`next_id`](Self::next_id) then says what is wrong).
     #[inline]
     pub fn try_next_id(&self, tag: &str) -> Option<i64> {
-        self.inner.tags.load().get(tag)?.try_next_id(&self.inner)
+        let tags = self.inner.tags.load();
+        tags.get(tag)?.try_next_id(&self.inner)
     }
 
     /// `n` ids of `tag`, ascending within each segment.
@@ -179,7 +251,7 @@ impl SegmentGenerator {
 
     /// The tags known since the last refresh, sorted.
     pub fn tags(&self) -> Vec<String> {
-        let mut tags: Vec<String> = self.inner.tags.load().keys().cloned().collect();
+        let mut tags: Vec<String> = self.inner.tags.load().live.keys().cloned().collect();
         tags.sort();
         tags
     }
@@ -195,20 +267,16 @@ impl SegmentGenerator {
     ) -> Result<()> {
         validate_tag(tag)?;
         validate_step(step)?;
-        if start < 0 {
-            return Err(Error::InvalidConfig(format!(
-                "start {start} is negative; ids start at 0 or above"
-            )));
-        }
+        validate_start(tag, start, step)?;
         self.inner.check_open()?;
         let inner = self.inner.clone();
         let (tag, description) = (tag.to_string(), description.to_string());
         runtime::run(async move {
             inner
-                .store()
+                .store()?
                 .create_tag(&tag, start, step, &description)
                 .await?;
-            inner.add_tags(std::iter::once(tag));
+            inner.add_tag(tag);
             Ok(())
         })
         .await
@@ -217,7 +285,7 @@ impl SegmentGenerator {
     /// Creates `leaf_alloc` if it does not exist.
     pub async fn create_table(&self) -> Result<()> {
         let inner = self.inner.clone();
-        runtime::run(async move { inner.store().create_table().await }).await
+        runtime::run(async move { inner.store()?.create_table().await }).await
     }
 
     /// Reloads the tag list now instead of waiting for the periodic refresh.
@@ -230,13 +298,13 @@ impl SegmentGenerator {
     /// Every row of the table (Leaf's `/db` page).
     pub async fn rows(&self) -> Result<Vec<TagRow>> {
         let inner = self.inner.clone();
-        runtime::run(async move { inner.store().rows().await }).await
+        runtime::run(async move { inner.store()?.rows().await }).await
     }
 
     /// Per-tag state (Leaf's `/cache` page, plus refill count, latency and last error).
     pub fn stats(&self) -> Vec<TagStats> {
         let tags = self.inner.tags.load();
-        let mut stats: Vec<TagStats> = tags.values().map(|b| b.stats()).collect();
+        let mut stats: Vec<TagStats> = tags.live.values().map(|e| e.buf.stats()).collect();
         stats.sort_by(|a, b| a.tag.cmp(&b.tag));
         stats
     }
@@ -305,10 +373,21 @@ impl TagBuffer {
         }
     }
 
+    /// Whether the segments were loaded in this process (not inherited through fork).
+    #[inline(always)]
+    fn fresh(&self) -> bool {
+        // Acquire (EPOCH_OBSERVE) pairs with the Release in `forget_parent`: a thread of
+        // a forked child that sees the child's epoch here also sees the parent's
+        // segments forgotten and the cursor moved past them, so it cannot take from
+        // them. (Relaxed would let a second thread on a weakly ordered CPU see the new
+        // epoch with the old cursor; loom-checked in buffer.rs.) `fork_epoch` itself is
+        // written in the child before any of its threads exist.
+        self.epoch.load(EPOCH_OBSERVE) == runtime::fork_epoch()
+    }
+
     #[inline(always)]
     fn try_next_id(self: &Arc<Self>, inner: &Arc<Inner>) -> Option<i64> {
-        // Relaxed: a fork epoch is written by the child's only thread before it runs us.
-        if self.epoch.load(Ordering::Relaxed) != runtime::fork_epoch() {
+        if !self.fresh() {
             return None;
         }
         let t = self.ring.take_one()?;
@@ -322,8 +401,13 @@ impl TagBuffer {
         let mut done = 0;
         while done < out.len() {
             let want = (out.len() - done) as u64;
-            let fresh = self.epoch.load(Ordering::Relaxed) == runtime::fork_epoch();
-            let taken = match self.ring.take_many(want).filter(|_| fresh) {
+            // `fresh` first: its Acquire must come before the take it guards.
+            let fast = if self.fresh() {
+                self.ring.take_many(want)
+            } else {
+                None
+            };
+            let taken = match fast {
                 Some(t) => {
                     if t.wants_preload {
                         self.maybe_preload(inner);
@@ -346,25 +430,65 @@ impl TagBuffer {
     /// Starts loading the next segment if nobody has (the 10% preload).
     #[cold]
     fn maybe_preload(self: &Arc<Self>, inner: &Arc<Inner>) {
+        // Acquire: pairs with the Release stores of the flag (a cheap early exit only;
+        // `start_load` checks again under the lock).
         if self.ring.next.load(Ordering::Acquire) != NEXT_NONE {
             return;
         }
+        // Relaxed: a hint for back-off; the lock below orders what matters.
         let retry_at = self.retry_at.load(Ordering::Relaxed);
         if retry_at != 0 && inner.opts.clock.now_millis() < retry_at {
             return;
         }
-        let st = self.lock();
-        self.start_load(inner, &st);
+        let mut st = self.lock();
+        self.start_load(inner, &mut st);
     }
 
     /// Spawns a refill of the next generation unless one runs or is ready. Caller holds
-    /// the state lock, so the generation cannot move under the load.
-    fn start_load(self: &Arc<Self>, inner: &Arc<Inner>, st: &SlowState) {
+    /// the state lock, so the generation cannot move under the load. A refill that
+    /// cannot even be spawned clears the flag and is recorded as a failed refill.
+    fn start_load(self: &Arc<Self>, inner: &Arc<Inner>, st: &mut SlowState) {
+        // Acquire/Release on the flag: it is also read without the lock (preload hint).
         if st.closed || self.ring.next.load(Ordering::Acquire) != NEXT_NONE {
             return;
         }
         self.ring.next.store(NEXT_LOADING, Ordering::Release);
-        runtime::spawn(refill(inner.clone(), self.clone()));
+        let task = refill(inner.clone(), self.clone());
+        // Spawning starts the runtime on first use, which can fail (no threads left).
+        let spawned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop(runtime::spawn(task));
+        }));
+        if let Err(panic) = spawned {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("unknown panic");
+            self.failed(
+                inner,
+                st,
+                Error::store(format!(
+                    "cannot start a refill of tag {:?}: {what}",
+                    self.tag
+                )),
+            );
+        }
+    }
+
+    /// Records a failed refill: back off, keep the error for callers, clear the flag.
+    fn failed(&self, inner: &Inner, st: &mut SlowState, e: Error) {
+        tracing::warn!(tag = %self.tag, error = %e, "segment refill failed");
+        st.backoff_ms = (st.backoff_ms * 2).clamp(FIRST_BACKOFF_MS, MAX_BACKOFF_MS);
+        // Relaxed: a back-off hint, read again under the lock by the slow path.
+        self.retry_at.store(
+            inner.opts.clock.now_millis() + st.backoff_ms,
+            Ordering::Relaxed,
+        );
+        st.last_error = Some(e);
+        st.failures += 1;
+        // Release: pairs with the Acquire loads of the flag.
+        self.ring.next.store(NEXT_NONE, Ordering::Release);
+        self.changed.notify_all();
     }
 
     fn lock(&self) -> MutexGuard<'_, SlowState> {
@@ -377,9 +501,11 @@ impl TagBuffer {
     #[cold]
     fn slow(self: &Arc<Self>, inner: &Arc<Inner>, want: u64) -> Result<Taken> {
         let started = Instant::now();
-        let deadline = started + inner.opts.wait_timeout;
+        let deadline = started
+            .checked_add(inner.opts.wait_timeout)
+            .unwrap_or_else(|| started + Duration::from_secs(365 * 24 * 3600));
         let mut st = self.lock();
-        if self.epoch.load(Ordering::Relaxed) != runtime::fork_epoch() {
+        if !self.fresh() {
             inner.restart_after_fork();
             self.forget_parent(&mut st);
         }
@@ -390,14 +516,21 @@ impl TagBuffer {
             }
             if let Some(t) = self.ring.take_many(want) {
                 if t.wants_preload {
-                    self.start_load(inner, &st);
+                    self.start_load(inner, &mut st);
                 }
                 return Ok(t);
             }
             // The current segment is spent (or none was loaded yet).
             match self.ring.next.load(Ordering::Acquire) {
                 NEXT_READY => {
+                    if st.gen >= LAST_GEN {
+                        return Err(Error::InvalidConfig(format!(
+                            "tag {:?} used up this generator's {LAST_GEN} segment generations; create a new generator",
+                            self.tag
+                        )));
+                    }
                     st.gen += 1;
+                    // Release: pairs with the Acquire loads of the flag.
                     self.ring.next.store(NEXT_NONE, Ordering::Release);
                     self.ring.point_at(st.gen);
                     continue;
@@ -406,11 +539,15 @@ impl TagBuffer {
                     if st.failures != failures_at_start {
                         return Err(replay(st.last_error.as_ref(), &self.tag));
                     }
+                    // Relaxed: written under this lock (or a hint racing with it).
                     let retry_at = self.retry_at.load(Ordering::Relaxed);
                     if retry_at != 0 && inner.opts.clock.now_millis() < retry_at {
                         return Err(replay(st.last_error.as_ref(), &self.tag));
                     }
-                    self.start_load(inner, &st);
+                    self.start_load(inner, &mut st);
+                    if st.failures != failures_at_start {
+                        return Err(replay(st.last_error.as_ref(), &self.tag));
+                    }
                 }
                 _ => {}
             }
@@ -443,13 +580,19 @@ impl TagBuffer {
         st.initialized = false;
         st.update_ts = 0;
         st.last_error = None;
+        st.backoff_ms = 0;
         self.retry_at.store(0, Ordering::Relaxed);
-        self.epoch.store(runtime::fork_epoch(), Ordering::Relaxed);
+        // Release, last: publishes the forgotten slots and the moved cursor to every
+        // thread that Acquire-loads the new epoch in `fresh`.
+        self.epoch.store(runtime::fork_epoch(), EPOCH_PUBLISH);
     }
 
+    /// Stops issuing and refilling, for good (handles included).
     fn close(&self) {
         let mut st = self.lock();
         st.closed = true;
+        // No slot ever holds CLOSED_GEN, so every take fails and goes to the slow
+        // path, which answers `Closed`.
         self.ring.point_at(CLOSED_GEN);
         self.changed.notify_all();
     }
@@ -483,8 +626,34 @@ impl TagBuffer {
     }
 }
 
+/// Clears the "loading" flag if a refill task is dropped before it finished (its
+/// runtime shut down, the task cancelled), so the tag does not wait on it forever.
+struct LoadingFlag<'a> {
+    buf: &'a TagBuffer,
+    done: bool,
+}
+
+impl Drop for LoadingFlag<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            // AcqRel: as the flag's other updates; fails harmlessly if it moved on.
+            let _ = self.buf.ring.next.compare_exchange(
+                NEXT_LOADING,
+                NEXT_NONE,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+            self.buf.changed.notify_all();
+        }
+    }
+}
+
 /// Loads the generation after the current one into its slot (runs on the runtime).
 async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
+    let mut flag = LoadingFlag {
+        buf: &buf,
+        done: false,
+    };
     let now = inner.opts.clock.now_millis();
     let request = {
         let st = buf.lock();
@@ -492,35 +661,48 @@ async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
             // Leaf's first two loads use the table's step.
             None
         } else {
-            let lasted = Duration::from_millis((now - st.update_ts).max(0) as u64);
+            let lasted = Duration::from_millis(now.saturating_sub(st.update_ts).max(0) as u64);
             Some(next_step(st.step, st.min_step, lasted, inner.opts.max_step))
         }
     };
     let started = Instant::now();
-    let result = inner.store().allocate(&buf.tag, request).await;
+    let result = match inner.store() {
+        Ok(store) => {
+            match tokio::time::timeout(REFILL_TIMEOUT, store.allocate(&buf.tag, request)).await {
+                Ok(result) => result.and_then(|a| check_allocation(&buf.tag, a, request)),
+                Err(_) => Err(Error::store(format!(
+                    "refill of tag {:?} did not finish within {REFILL_TIMEOUT:?}; abandoned",
+                    buf.tag
+                ))),
+            }
+        }
+        Err(e) => Err(e),
+    };
     let elapsed = started.elapsed();
     let mut st = buf.lock();
+    flag.done = true;
     if st.closed {
         return;
     }
     match result {
-        Ok(alloc) => {
-            let step = request.unwrap_or(alloc.step);
+        Ok((alloc, step)) => {
             if st.initialized {
                 st.update_ts = now;
             }
             st.initialized = true;
             st.step = step;
             st.min_step = alloc.step;
-            let len = step.max(0) as u64;
+            let len = step as u64;
             // Leaf preloads once more than 10% of a segment is used.
             let preload_at = if inner.opts.double_buffer {
                 len / 10
             } else {
                 u64::MAX
             };
+            // Cannot underflow: `check_allocation` proved `max_id - step` fits.
             buf.ring
                 .publish(st.gen + 1, alloc.max_id - step, len, preload_at, step);
+            // Release: after the publish, so a switch sees the new slot.
             buf.ring.next.store(NEXT_READY, Ordering::Release);
             st.refills += 1;
             st.last_refill = Some(elapsed);
@@ -528,33 +710,79 @@ async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
             st.backoff_ms = 0;
             buf.retry_at.store(0, Ordering::Relaxed);
             tracing::debug!(tag = %buf.tag, max_id = alloc.max_id, step, ?elapsed, "segment loaded");
+            buf.changed.notify_all();
         }
-        Err(e) => {
-            tracing::warn!(tag = %buf.tag, error = %e, "segment refill failed");
-            st.backoff_ms = (st.backoff_ms * 2).clamp(FIRST_BACKOFF_MS, MAX_BACKOFF_MS);
-            buf.retry_at.store(
-                inner.opts.clock.now_millis() + st.backoff_ms,
-                Ordering::Relaxed,
-            );
-            st.last_error = Some(e);
-            st.failures += 1;
-            buf.ring.next.store(NEXT_NONE, Ordering::Release);
-        }
+        Err(e) => buf.failed(&inner, &mut st, e),
     }
-    buf.changed.notify_all();
 }
 
-/// A fresh copy of a stored refill error for one more caller.
+/// Refuses an allocation no segment can be made of (whatever store returned it):
+/// `Ok((allocation, step of the new segment))`.
+fn check_allocation(
+    tag: &str,
+    alloc: Allocation,
+    request: Option<i64>,
+) -> Result<(Allocation, i64)> {
+    let step = request.unwrap_or(alloc.step);
+    let bad = |reason: String| Error::Malformed {
+        what: "leaf_alloc row",
+        path: format!("biz_tag {tag:?}"),
+        reason,
+    };
+    if alloc.step <= 0 || step <= 0 {
+        return Err(bad(format!(
+            "step is {}; a segment needs a step of at least 1",
+            alloc.step.min(step)
+        )));
+    }
+    if alloc.max_id.checked_sub(step).is_none() {
+        return Err(bad(format!(
+            "max_id {} minus step {step} is below the smallest id",
+            alloc.max_id
+        )));
+    }
+    Ok((alloc, step))
+}
+
+/// A fresh copy of a stored refill error for one more caller: configuration and data
+/// errors stay what they are (permanent), only transient ones say "unavailable".
 fn replay(e: Option<&Error>, tag: &str) -> Error {
     match e {
         Some(Error::TagNotFound { .. }) => Error::TagNotFound { tag: tag.into() },
-        Some(Error::TableMissing { table }) => Error::TableMissing {
+        Some(e) => copy_error(e),
+        None => Error::store(format!("refill of tag {tag:?} failed")),
+    }
+}
+
+/// `Error` is not `Clone` (it may hold an `io::Error`); this copies what the slow path
+/// keeps, and keeps each variant's kind.
+fn copy_error(e: &Error) -> Error {
+    match e {
+        Error::InvalidConfig(s) => Error::InvalidConfig(s.clone()),
+        Error::InvalidTag { tag, reason } => Error::InvalidTag {
+            tag: tag.clone(),
+            reason: reason.clone(),
+        },
+        Error::InvalidUrl { url, reason } => Error::InvalidUrl {
+            url: url.clone(),
+            reason: reason.clone(),
+        },
+        Error::Malformed { what, path, reason } => Error::Malformed {
+            what,
+            path: path.clone(),
+            reason: reason.clone(),
+        },
+        Error::TagNotFound { tag } => Error::TagNotFound { tag: tag.clone() },
+        Error::TableMissing { table } => Error::TableMissing {
             table: table.clone(),
         },
-        Some(e) => Error::StoreUnavailable {
-            cause: e.to_string(),
+        Error::StoreUnavailable { cause } => Error::StoreUnavailable {
+            cause: cause.clone(),
         },
-        None => Error::store("refill failed"),
+        Error::Closed => Error::Closed,
+        other => Error::StoreUnavailable {
+            cause: other.to_string(),
+        },
     }
 }
 
@@ -576,20 +804,32 @@ impl runtime::ForkLock for Inner {
 }
 
 impl Inner {
-    /// The store, reopened with fresh connections in a forked child.
-    fn store(&self) -> Arc<dyn SegmentStore> {
+    /// The store, reopened with fresh connections in a forked child. A store that
+    /// cannot follow a fork (`memory:`) makes every use in the child fail with the
+    /// reason: the parent's copy must never hand out ranges in two processes.
+    fn store(&self) -> Result<Arc<dyn SegmentStore>> {
         let mut guard = self.store.lock().unwrap_or_else(PoisonError::into_inner);
         let epoch = runtime::fork_epoch();
-        if guard.0 != epoch {
-            if let Ok(fresh) = guard.1.reopen() {
-                // Leaked, never dropped: the parent's sockets are registered with the
-                // parent's epoll instance, which the child shares; dropping them here
-                // would deregister them from it and stall the parent's pool.
-                std::mem::forget(std::mem::replace(&mut guard.1, fresh));
+        if guard.epoch != epoch {
+            match guard.store.reopen() {
+                Ok(fresh) => {
+                    // Leaked, never dropped: the parent's sockets are registered with the
+                    // parent's epoll instance, which the child shares; dropping them here
+                    // would deregister them from it and stall the parent's pool.
+                    std::mem::forget(std::mem::replace(&mut guard.store, fresh));
+                    guard.refused = None;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "the segment store cannot be used in this forked child");
+                    guard.refused = Some(e);
+                }
             }
-            guard.0 = epoch;
+            guard.epoch = epoch;
         }
-        guard.1.clone()
+        match &guard.refused {
+            Some(e) => Err(copy_error(e)),
+            None => Ok(guard.store.clone()),
+        }
     }
 
     fn check_open(&self) -> Result<()> {
@@ -613,44 +853,83 @@ impl Inner {
         Error::TagNotFound { tag: tag.into() }
     }
 
+    /// Reloads the tag list. The map is updated atomically (`rcu`): buffers of tags
+    /// that stay are kept, a tag added by `create_tag` after the listing was read is
+    /// kept even though the listing misses it, and a dropped tag's buffer is found
+    /// again if the tag comes back while a handle holds it.
     async fn refresh(&self) -> Result<()> {
-        let tags = self.store().tags().await?;
+        // Tickets are taken with one RMW each, so they are totally ordered: a tag that
+        // `add_tag` ticketed below this one was inserted before this listing is read.
+        // (SeqCst is more than that needs, and this runs once a minute.)
+        let ticket = self.ticket.fetch_add(1, Ordering::SeqCst);
+        let listed = self.store()?.tags().await?;
         let epoch = runtime::fork_epoch();
-        let old = self.tags.load();
-        let fresh: HashMap<String, Arc<TagBuffer>> = tags
-            .into_iter()
-            .map(|t| {
-                let buf = old
-                    .get(&t)
-                    .cloned()
-                    .unwrap_or_else(|| TagBuffer::shared(t.clone(), epoch));
-                (t, buf)
-            })
-            .collect();
-        let (added, removed) = (
-            fresh.keys().filter(|t| !old.contains_key(*t)).count(),
-            old.keys().filter(|t| !fresh.contains_key(*t)).count(),
-        );
-        if added + removed > 0 {
-            tracing::info!(added, removed, "tag list refreshed");
-        }
-        // Handles on removed tags keep their buffer, as in Leaf; a tag added back later
-        // starts from a fresh one.
-        self.tags.store(Arc::new(fresh));
-        Ok(())
-    }
-
-    fn add_tags(&self, tags: impl Iterator<Item = String>) {
-        let epoch = runtime::fork_epoch();
-        let tags: Vec<String> = tags.collect();
+        let listed: std::collections::HashSet<String> = listed.into_iter().collect();
+        let (mut added, mut removed) = (0, 0);
         self.tags.rcu(|old| {
-            let mut map = HashMap::clone(old);
-            for t in &tags {
-                map.entry(t.clone())
-                    .or_insert_with(|| TagBuffer::shared(t.clone(), epoch));
+            let mut map = TagMap::default();
+            (added, removed) = (0, 0);
+            for (tag, e) in &old.live {
+                if listed.contains(tag) || e.born >= ticket {
+                    map.live.insert(tag.clone(), e.clone());
+                } else {
+                    // Handles on removed tags keep their buffer, as in Leaf.
+                    map.dropped.insert(tag.clone(), Arc::downgrade(&e.buf));
+                    removed += 1;
+                }
+            }
+            for (tag, weak) in &old.dropped {
+                if !map.live.contains_key(tag) && !listed.contains(tag) && weak.strong_count() > 0 {
+                    map.dropped.insert(tag.clone(), weak.clone());
+                }
+            }
+            for tag in &listed {
+                if !map.live.contains_key(tag) {
+                    let buf = old.buffer_for(tag, epoch);
+                    map.live.insert(tag.clone(), Entry { buf, born: ticket });
+                    added += 1;
+                }
             }
             map
         });
+        if added + removed > 0 {
+            tracing::info!(added, removed, "tag list refreshed");
+        }
+        self.close_if_closed();
+        Ok(())
+    }
+
+    fn add_tag(&self, tag: String) {
+        let epoch = runtime::fork_epoch();
+        // SeqCst: see `refresh`.
+        let born = self.ticket.fetch_add(1, Ordering::SeqCst);
+        self.tags.rcu(|old| {
+            let mut map = TagMap::clone(old);
+            match map.live.get_mut(&tag) {
+                // Already cached (the row was deleted and made again elsewhere): keep the
+                // buffer, but a refresh that read its listing before now must keep it.
+                Some(e) => e.born = e.born.max(born),
+                None => {
+                    let buf = old.buffer_for(&tag, epoch);
+                    map.dropped.remove(&tag);
+                    map.live.insert(tag.clone(), Entry { buf, born });
+                }
+            }
+            map
+        });
+        self.close_if_closed();
+    }
+
+    /// After a map update: if `close()` ran meanwhile, it may have missed a buffer the
+    /// update added, so end them all (closing twice is harmless).
+    fn close_if_closed(&self) {
+        // SeqCst, with the swap in `close`: one of the two sees the other's write.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.closed.load(Ordering::SeqCst) {
+            for buf in self.tags.load().all() {
+                buf.close();
+            }
+        }
     }
 
     fn start_refresher(self: &Arc<Self>) {
@@ -685,12 +964,15 @@ impl Inner {
                     .unwrap_or_else(PoisonError::into_inner)
                     .take(),
             );
-            self.start_refresher();
+            if !self.closed.load(Ordering::Acquire) {
+                self.start_refresher();
+            }
         }
     }
 
     fn close(&self) {
-        if self.closed.swap(true, Ordering::AcqRel) {
+        // SeqCst: see `close_if_closed`.
+        if self.closed.swap(true, Ordering::SeqCst) {
             return;
         }
         let task = self
@@ -705,7 +987,9 @@ impl Inner {
                 std::mem::forget(task);
             }
         }
-        for buf in self.tags.load().values() {
+        std::sync::atomic::fence(Ordering::SeqCst);
+        // Live tags and dropped ones that handles still hold.
+        for buf in self.tags.load().all() {
             buf.close();
         }
     }
@@ -731,5 +1015,212 @@ impl SegmentOptions {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::mpsc;
+
+    use super::super::buffer::OFFSET_BITS;
+    use super::super::store::memory::MemoryStore;
+    use super::*;
+
+    fn generator(store: Arc<dyn SegmentStore>, opts: SegmentOptions) -> SegmentGenerator {
+        runtime::block_on(SegmentGenerator::with_store(store, opts)).unwrap()
+    }
+
+    /// Issue 11, "a whole segment reissued": each `try_next_id` on a spent segment
+    /// used to add 1 to the cursor, and after `2^OFFSET_BITS` of them (2^32 in
+    /// production, 2^16 in tests) the offset carried into the next generation; once
+    /// that generation loaded, its first ids were handed out twice.
+    #[test]
+    fn polling_during_an_outage_never_carries_into_the_next_generation() {
+        let store = Arc::new(MemoryStore::new());
+        let s = store.clone();
+        runtime::block_on(async move { s.create_tag("t", 1, 100, "").await }).unwrap();
+        let opts = SegmentOptions {
+            double_buffer: false,
+            wait_timeout: Duration::from_secs(10),
+            ..SegmentOptions::default()
+        };
+        let gen = generator(store.clone(), opts);
+        let h = gen.tag("t").unwrap();
+        let mut seen: HashSet<i64> = (0..100).map(|_| h.next_id().unwrap()).collect();
+        assert_eq!(seen.len(), 100);
+        store.set_available(false);
+        // Land 50 past the carry point: on the old code, offset 50 of the next
+        // generation, which the refill below then published.
+        let polls = (1u64 << OFFSET_BITS) - 100 + 50;
+        for k in 0..polls {
+            let id = if k % 2 == 0 {
+                h.try_next_id()
+            } else {
+                gen.try_next_id("t")
+            };
+            assert_eq!(
+                id, None,
+                "an id while the segment is spent and the store down"
+            );
+        }
+        store.set_available(true);
+        for _ in 0..300 {
+            let id = h.next_id().unwrap();
+            assert!(seen.insert(id), "id {id} issued twice");
+        }
+    }
+
+    /// A store whose allocations never finish while `hang` is set (a statement stuck
+    /// on a lock, a connection that went silent).
+    #[derive(Debug)]
+    struct Hanging {
+        inner: Arc<MemoryStore>,
+        hang: AtomicBool,
+    }
+
+    impl SegmentStore for Hanging {
+        fn allocate<'a>(
+            &'a self,
+            tag: &'a str,
+            step: Option<i64>,
+        ) -> runtime::BoxFuture<'a, Result<Allocation>> {
+            if self.hang.load(Ordering::SeqCst) {
+                Box::pin(std::future::pending())
+            } else {
+                self.inner.allocate(tag, step)
+            }
+        }
+        fn tags(&self) -> runtime::BoxFuture<'_, Result<Vec<String>>> {
+            self.inner.tags()
+        }
+        fn rows(&self) -> runtime::BoxFuture<'_, Result<Vec<TagRow>>> {
+            self.inner.rows()
+        }
+        fn create_table(&self) -> runtime::BoxFuture<'_, Result<()>> {
+            self.inner.create_table()
+        }
+        fn create_tag<'a>(
+            &'a self,
+            tag: &'a str,
+            start: i64,
+            step: i64,
+            description: &'a str,
+        ) -> runtime::BoxFuture<'a, Result<()>> {
+            self.inner.create_tag(tag, start, step, description)
+        }
+        fn reopen(&self) -> Result<Arc<dyn SegmentStore>> {
+            self.inner.reopen()
+        }
+    }
+
+    /// Issue 11: a refill that never finished left the tag "loading" forever: every
+    /// caller waited out its timeout with no cause, and no new refill could start.
+    #[test]
+    fn a_refill_that_never_finishes_is_abandoned_reported_and_retried() {
+        let store = Arc::new(Hanging {
+            inner: Arc::new(MemoryStore::new()),
+            hang: AtomicBool::new(true),
+        });
+        let s = store.inner.clone();
+        runtime::block_on(async move { s.create_tag("t", 1, 10, "").await }).unwrap();
+        let opts = SegmentOptions {
+            // Far longer than the refill timeout: the caller must hear of the abandoned
+            // refill, not wait this out.
+            wait_timeout: Duration::from_secs(600),
+            ..SegmentOptions::default()
+        };
+        let gen = generator(store.clone(), opts);
+        let err = gen.next_id("t").unwrap_err();
+        assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+        assert!(err.to_string().contains("abandoned"), "{err}");
+        let stats = &gen.stats()[0];
+        assert!(stats.last_error.is_some(), "{stats:?}");
+        store.hang.store(false, Ordering::SeqCst);
+        let ids: Vec<i64> = loop {
+            // The back-off after the failure (at most a second) may refuse a few calls.
+            match gen.next_ids("t", 3) {
+                Ok(ids) => break ids,
+                Err(Error::StoreUnavailable { .. }) => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        };
+        assert_eq!(ids, vec![1, 2, 3]);
+    }
+
+    /// A store whose `tags()` waits for a signal after reading the listing, so a test
+    /// can run `create_tag` while a refresh holds a listing that misses the new tag.
+    #[derive(Debug)]
+    struct HeldListing {
+        inner: Arc<MemoryStore>,
+        hold: Mutex<Option<(mpsc::Sender<()>, mpsc::Receiver<()>)>>,
+    }
+
+    impl SegmentStore for HeldListing {
+        fn allocate<'a>(
+            &'a self,
+            tag: &'a str,
+            step: Option<i64>,
+        ) -> runtime::BoxFuture<'a, Result<Allocation>> {
+            self.inner.allocate(tag, step)
+        }
+        fn tags(&self) -> runtime::BoxFuture<'_, Result<Vec<String>>> {
+            Box::pin(async move {
+                let listed = self.inner.tags().await?;
+                let hold = self.hold.lock().unwrap().take();
+                if let Some((read, go_on)) = hold {
+                    read.send(()).unwrap();
+                    tokio::task::spawn_blocking(move || go_on.recv().unwrap())
+                        .await
+                        .unwrap();
+                }
+                Ok(listed)
+            })
+        }
+        fn rows(&self) -> runtime::BoxFuture<'_, Result<Vec<TagRow>>> {
+            self.inner.rows()
+        }
+        fn create_table(&self) -> runtime::BoxFuture<'_, Result<()>> {
+            self.inner.create_table()
+        }
+        fn create_tag<'a>(
+            &'a self,
+            tag: &'a str,
+            start: i64,
+            step: i64,
+            description: &'a str,
+        ) -> runtime::BoxFuture<'a, Result<()>> {
+            self.inner.create_tag(tag, start, step, description)
+        }
+        fn reopen(&self) -> Result<Arc<dyn SegmentStore>> {
+            self.inner.reopen()
+        }
+    }
+
+    /// Issue 11, "tag map races": a refresh replaced the whole map with the one it
+    /// computed from its listing, losing a tag `create_tag` added meanwhile.
+    #[test]
+    fn refresh_keeps_a_tag_created_while_it_read_the_listing() {
+        let (read_tx, read_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel();
+        let store = Arc::new(HeldListing {
+            inner: Arc::new(MemoryStore::new()),
+            hold: Mutex::new(None),
+        });
+        let gen = generator(store.clone(), SegmentOptions::default());
+        *store.hold.lock().unwrap() = Some((read_tx, go_rx));
+        let g = gen.clone();
+        let refresh =
+            std::thread::spawn(move || runtime::block_on(async move { g.refresh().await }));
+        read_rx.recv().unwrap(); // the refresh holds a listing without "new"
+        let g = gen.clone();
+        runtime::block_on(async move { g.create_tag("new", 1, 10, "").await }).unwrap();
+        assert_eq!(gen.next_id("new").unwrap(), 1);
+        go_tx.send(()).unwrap();
+        refresh.join().unwrap().unwrap();
+        assert_eq!(gen.tags(), vec!["new".to_string()]);
+        assert_eq!(gen.next_id("new").unwrap(), 2);
     }
 }

@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+mod atomics;
 mod buffer;
 mod generator;
 pub mod step;

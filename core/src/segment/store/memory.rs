@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::{Allocation, SegmentStore, TagRow};
+use super::{bad_row, validate_start, validate_step, Allocation, SegmentStore, TagRow};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -55,6 +55,19 @@ impl MemoryStore {
         self.rows.lock().unwrap().remove(tag);
     }
 
+    /// Writes a row as it stands, unchecked, as an operator or Java Leaf's tooling might
+    /// (`INSERT … ON DUPLICATE KEY UPDATE`): for tests of rows leafid would refuse.
+    pub fn put_row(&self, tag: &str, max_id: i64, step: i64) {
+        self.rows.lock().unwrap().insert(
+            tag.to_string(),
+            Row {
+                max_id,
+                step,
+                description: String::new(),
+            },
+        );
+    }
+
     fn check(&self) -> Result<()> {
         if self.down.load(Ordering::SeqCst) {
             Err(Error::store("memory store switched off"))
@@ -80,7 +93,13 @@ impl SegmentStore for MemoryStore {
             let row = rows
                 .get_mut(tag)
                 .ok_or_else(|| Error::TagNotFound { tag: tag.into() })?;
-            row.max_id += step.unwrap_or(row.step);
+            // The same guard as the SQL stores: never past i64::MAX, never with a step
+            // below 1 (a row written by hand may have either).
+            let by = step.unwrap_or(row.step);
+            if row.step <= 0 || by <= 0 || row.max_id > i64::MAX - by {
+                return Err(bad_row(tag, row.max_id, row.step, step));
+            }
+            row.max_id += by;
             self.allocations.fetch_add(1, Ordering::SeqCst);
             Ok(Allocation {
                 max_id: row.max_id,
@@ -127,6 +146,8 @@ impl SegmentStore for MemoryStore {
         description: &'a str,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
+            validate_step(step)?;
+            validate_start(tag, start, step)?;
             self.check()?;
             let mut rows = self.rows.lock().unwrap();
             if rows.contains_key(tag) {

@@ -120,6 +120,44 @@ pub fn validate_step(step: i64) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a first id from which the first segment (`start..start + step`) would pass
+/// `i64::MAX`, or a negative one; call after [`validate_step`].
+pub fn validate_start(tag: &str, start: i64, step: i64) -> Result<()> {
+    if start < 0 {
+        return Err(Error::InvalidConfig(format!(
+            "tag {tag:?}: start {start} is negative; ids start at 0 or above"
+        )));
+    }
+    if step <= 0 || start > i64::MAX - step {
+        return Err(Error::InvalidConfig(format!(
+            "tag {tag:?}: start {start} with step {step} would pass the largest id {}; use a start of at most {}",
+            i64::MAX,
+            i64::MAX.saturating_sub(step.max(1))
+        )));
+    }
+    Ok(())
+}
+
+/// The error for a `leaf_alloc` row no segment can be reserved from: a step below 1,
+/// or a `max_id` so close to `i64::MAX` that one more step would pass it. Permanent:
+/// retrying does not help until the row is fixed.
+pub(crate) fn bad_row(tag: &str, max_id: i64, step: i64, request: Option<i64>) -> Error {
+    let reason = if step <= 0 {
+        format!("step is {step}; leafid needs a step of at least 1")
+    } else {
+        let by = request.unwrap_or(step);
+        format!(
+            "max_id {max_id} + step {by} would pass the largest id {}; the tag has no ids left (move it to a new tag)",
+            i64::MAX
+        )
+    };
+    Error::Malformed {
+        what: "leaf_alloc row",
+        path: format!("biz_tag {tag:?}"),
+        reason,
+    }
+}
+
 /// The URL with any password replaced, for messages.
 pub fn redact(url: &str) -> String {
     match url::Url::parse(url) {

@@ -12,7 +12,9 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::Row;
 
-use super::{db_error, redact, Allocation, SegmentStore, TagRow};
+use super::{
+    bad_row, db_error, redact, validate_start, validate_step, Allocation, SegmentStore, TagRow,
+};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -23,7 +25,7 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leaf_alloc` (
   `description` varchar(256) DEFAULT NULL,
   `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
   PRIMARY KEY (`biz_tag`)
-) ENGINE=InnoDB";
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
 /// A `leaf_alloc` table in MySQL or MariaDB.
 #[derive(Debug)]
@@ -71,24 +73,49 @@ impl SegmentStore for MysqlStore {
     ) -> BoxFuture<'a, Result<Allocation>> {
         Box::pin(async move {
             let mut tx = self.pool().begin().await.map_err(db_error)?;
+            // Leaf's UPDATE, guarded: only a row with a step of at least 1 whose max_id
+            // has room for one more step below i64::MAX. (GREATEST keeps the subtraction
+            // from overflowing, error 1690, on a row whose step is negative.)
             let updated = match step {
                 None => {
-                    sqlx::query("UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = ?")
-                        .bind(tag)
-                        .execute(&mut *tx)
-                        .await
+                    sqlx::query(
+                        "UPDATE leaf_alloc SET max_id = max_id + step WHERE biz_tag = ? \
+                     AND step > 0 AND max_id <= 9223372036854775807 - GREATEST(step, 0)",
+                    )
+                    .bind(tag)
+                    .execute(&mut *tx)
+                    .await
                 }
                 Some(step) => {
-                    sqlx::query("UPDATE leaf_alloc SET max_id = max_id + ? WHERE biz_tag = ?")
-                        .bind(step)
-                        .bind(tag)
-                        .execute(&mut *tx)
-                        .await
+                    sqlx::query(
+                        "UPDATE leaf_alloc SET max_id = max_id + ? WHERE biz_tag = ? \
+                     AND step > 0 AND ? > 0 AND max_id <= 9223372036854775807 - ?",
+                    )
+                    .bind(step)
+                    .bind(tag)
+                    .bind(step)
+                    .bind(step.max(0))
+                    .execute(&mut *tx)
+                    .await
                 }
             }
             .map_err(db_error)?;
             if updated.rows_affected() == 0 {
-                return Err(Error::TagNotFound { tag: tag.into() });
+                // Missing, or a row the guard refused: say which.
+                let row = sqlx::query("SELECT max_id, step FROM leaf_alloc WHERE biz_tag = ?")
+                    .bind(tag)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(db_error)?;
+                return Err(match row {
+                    None => Error::TagNotFound { tag: tag.into() },
+                    Some(r) => bad_row(
+                        tag,
+                        r.try_get("max_id").map_err(db_error)?,
+                        r.try_get::<i32, _>("step").map_err(db_error)? as i64,
+                        step,
+                    ),
+                });
             }
             let row = sqlx::query("SELECT biz_tag, max_id, step FROM leaf_alloc WHERE biz_tag = ?")
                 .bind(tag)
@@ -156,6 +183,8 @@ impl SegmentStore for MysqlStore {
         description: &'a str,
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
+            validate_step(step)?;
+            validate_start(tag, start, step)?;
             let result = sqlx::query(
                 "INSERT INTO leaf_alloc (biz_tag, max_id, step, description) VALUES (?, ?, ?, ?)",
             )

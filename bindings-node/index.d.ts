@@ -115,7 +115,7 @@ export declare class SegmentGenerator {
   /** The next id of `tag` as a decimal string (for JSON). */
   nextIdString(tag: string): string;
   /**
-   * `n` ids of `tag` (0 ≤ n ≤ 2^30), ascending within each segment, written straight
+   * `n` ids of `tag` (0 ≤ n ≤ 2^20), ascending within each segment, written straight
    * into the returned array. A bad `n` is a `TypeError` / `RangeError`; otherwise it
    * throws as `nextId` does, and a failed batch hands out none of its ids.
    */
@@ -151,7 +151,7 @@ export declare class TagHandle {
   nextId(): bigint;
   /** The next id as a decimal string (for JSON). */
   nextIdString(): string;
-  /** `n` ids (0 ≤ n ≤ 2^30), as `SegmentGenerator.nextIds`. */
+  /** `n` ids (0 ≤ n ≤ 2^20), as `SegmentGenerator.nextIds`. */
   nextIds(n: number): BigInt64Array;
 }
 
@@ -220,7 +220,7 @@ export declare class SnowflakeGenerator {
   /** The next id as a decimal string (for JSON). */
   nextIdString(): string;
   /**
-   * `n` ids (0 ≤ n ≤ 2^30) in increasing order, reserving a run of sequence numbers per
+   * `n` ids (0 ≤ n ≤ 2^20) in increasing order, reserving a run of sequence numbers per
    * atomic step; bound by the layout's ids per millisecond like `nextId`.
    */
   nextIds(n: number): BigInt64Array;

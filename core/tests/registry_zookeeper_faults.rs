@@ -50,8 +50,12 @@ fn unique_name(tag: &str) -> String {
     .replace('-', "_")
 }
 
+/// Issue 10: a holder cut off from ZooKeeper must not issue past the last bound
+/// ZooKeeper holds (once its session expires, another process may take the identity with
+/// that bound as floor), and a restart while ZooKeeper is down is refused, not served
+/// from the cache file.
 #[test]
-fn forever_restart_while_zookeeper_is_down_uses_the_cache_file_and_its_bound() {
+fn forever_holder_stops_at_its_last_zookeeper_bound_while_zookeeper_is_down() {
     let _one = OUTAGE.lock().unwrap_or_else(|p| p.into_inner());
     let name = unique_name("forever");
     let cache = tempfile::tempdir().unwrap();
@@ -64,31 +68,54 @@ fn forever_restart_while_zookeeper_is_down_uses_the_cache_file_and_its_bound() {
             .registry_url(&url)
             .unwrap()
             .cache_dir(cache.path())
+            .heartbeat(Duration::from_millis(200))
             .build_blocking()
     };
     let g = build().unwrap();
     let worker = g.worker_id();
     let ids = g.next_ids(1_000).unwrap();
-    g.close();
-    let last = *ids.last().unwrap();
+    let last_before = *ids.last().unwrap();
 
     services(&["stop", "zookeeper"]);
-    let _restart = Restart;
-    // Same identity, ZooKeeper down: the cached worker id, above the cached bound.
-    let g = build().unwrap();
-    assert_eq!(g.worker_id(), worker);
-    let more = g.next_ids(1_000).unwrap();
+    let restart = Restart;
+    // Within the lookahead (400 ms) ids still come; after it, none.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut during = Vec::new();
+    let err = loop {
+        match g.next_id() {
+            Ok(id) => during.push(id),
+            Err(e) => break e,
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never stopped issuing"
+        );
+    };
+    assert!(matches!(err, Error::RegistryUnavailable { .. }), "{err:?}");
+    // A restart of the same identity while ZooKeeper is down: refused.
+    let again = build().unwrap_err();
     assert!(
-        more[0] > last,
-        "reissued at or below the last id before the restart"
+        matches!(
+            again,
+            Error::RegistryUnavailable { .. } | Error::WorkerIdInUse { .. }
+        ),
+        "{again:?}"
     );
-    // Issuing continues while ZooKeeper stays down (the id is this identity's for good).
-    std::thread::sleep(Duration::from_millis(3_500));
-    let later = g.next_id().unwrap();
-    assert!(later > *more.last().unwrap());
+    drop(restart);
+    // Back: issuing resumes above everything issued before.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let resumed = loop {
+        if let Ok(id) = g.next_id() {
+            break id;
+        }
+        assert!(std::time::Instant::now() < deadline, "never resumed");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(resumed > last_before && during.iter().all(|&d| resumed > d));
+    assert_eq!(g.worker_id(), worker);
     g.close();
-    let all: HashSet<i64> = ids.iter().chain(&more).copied().collect();
-    assert_eq!(all.len(), 2_000);
+    let all: HashSet<i64> = ids.iter().chain(&during).copied().collect();
+    assert_eq!(all.len(), ids.len() + during.len());
 }
 
 #[test]

@@ -366,10 +366,10 @@ fn startup_refuses_a_clock_far_behind_the_cached_bound() {
 #[test]
 fn malformed_cache_file_fails_start_with_its_path() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = WorkerCache::new(dir.path(), "fixed-7");
-    std::fs::write(cache.path(), "workerID=7\n").unwrap();
+    let cache = WorkerCache::new(dir.path(), "fixed-8");
+    std::fs::write(cache.path(), "workerID=8\n").unwrap();
     let e = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(7))
+        .registry(RegistryConfig::Fixed(8))
         .clock(ManualClock::new(T))
         .cache_dir(dir.path())
         .build_blocking()
@@ -389,8 +389,8 @@ fn never_issues_past_an_unpersisted_bound() {
         .registry(RegistryConfig::Fixed(9))
         .clock(clock.clone())
         .cache_dir(&cache_dir)
-        .heartbeat(Duration::from_secs(3600)) // the test drives persistence itself
-        .lookahead(Duration::from_secs(7200))
+        .heartbeat(Duration::from_secs(60)) // the test drives persistence itself
+        .lookahead(Duration::from_secs(120))
         .build_blocking()
         .unwrap();
     let bound = WorkerCache::new(&cache_dir, "fixed-9")
@@ -398,7 +398,7 @@ fn never_issues_past_an_unpersisted_bound() {
         .unwrap()
         .unwrap()
         .bound_ms;
-    assert_eq!(bound, T + 7_200_000);
+    assert_eq!(bound, T + 120_000);
     // Within the bound: fine. Make the cache unwritable (the only record of a fixed id).
     clock.set(bound);
     gen.next_id().unwrap();
@@ -477,15 +477,37 @@ fn dropping_the_last_clone_closes() {
 fn restart_after_a_crash_with_the_clock_set_back_never_reissues() {
     // Leaf issue #216: the clock goes back by less than the upload interval across a
     // crash. The persisted bound (ahead of every issued id) makes the restart wait.
+    // The crash is a real one: a forked child issues and _exits without closing (the
+    // worker identity is this host's, so it is freed only when its holder dies).
     let dir = tempfile::tempdir().unwrap();
-    let clock = ManualClock::new(T);
-    let gen = fixed(13, &clock, dir.path());
-    clock.advance(2_000);
-    let issued = gen.next_ids(1_000).unwrap();
-    std::mem::forget(gen); // a crash: no close, no final renew
-    clock.set(T + 500);
+    let mut fds = [0i32; 2];
+    // SAFETY: a plain pipe(2) into a two-element array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: fork in a test; the child runs leafid code and _exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let clock = ManualClock::new(T);
+        let gen = fixed(13, &clock, dir.path());
+        clock.advance(2_000);
+        let last = *gen.next_ids(1_000).unwrap().last().unwrap();
+        let bytes = last.to_le_bytes();
+        // SAFETY: writing 8 bytes we own to our pipe, then leaving without any cleanup.
+        unsafe {
+            libc::write(fds[1], bytes.as_ptr() as *const _, 8);
+            libc::_exit(0);
+        }
+    }
+    let mut buf = [0u8; 8];
+    // SAFETY: reading 8 bytes into our buffer, then reaping the child.
+    unsafe {
+        assert_eq!(libc::read(fds[0], buf.as_mut_ptr() as *mut _, 8), 8);
+        let mut status = 0;
+        libc::waitpid(pid, &mut status, 0);
+    }
+    let last_issued = i64::from_le_bytes(buf);
+    let clock = ManualClock::new(T + 500);
     let again = fixed(13, &clock, dir.path());
     let next = again.next_id().unwrap();
-    assert!(issued.iter().all(|&id| id < next));
+    assert!(next > last_issued);
     assert!(again.decode(next).timestamp_ms > T + 2_000);
 }

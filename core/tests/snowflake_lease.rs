@@ -160,11 +160,11 @@ fn failed_renew_stops_issuing_at_the_last_bound_when_the_id_dies_with_the_regist
         .custom_registry(pool.clone())
         .clock(clock.clone())
         .cache_dir(cache.path())
-        .heartbeat(Duration::from_secs(3600))
-        .lookahead(Duration::from_secs(7200))
+        .heartbeat(Duration::from_secs(60))
+        .lookahead(Duration::from_secs(120))
         .build_blocking()
         .unwrap();
-    let bound = T + 7_200_000;
+    let bound = T + 120_000;
     assert_eq!(pool.state.lock().unwrap().renewals, vec![(0, bound)]);
     pool.set(|st| st.fail_renew = true);
     clock.set(bound);
@@ -189,19 +189,19 @@ fn failed_renew_continues_on_the_cache_file_when_the_id_survives_outages() {
         .custom_registry(pool.clone())
         .clock(clock.clone())
         .cache_dir(cache.path())
-        .heartbeat(Duration::from_secs(3600))
-        .lookahead(Duration::from_secs(7200))
+        .heartbeat(Duration::from_secs(60))
+        .lookahead(Duration::from_secs(120))
         .build_blocking()
         .unwrap();
     pool.set(|st| st.fail_renew = true);
-    clock.set(T + 7_200_001);
+    clock.set(T + 120_001);
     gen.next_id().unwrap();
     let entry = WorkerCache::new(cache.path(), "test-pool")
         .read()
         .unwrap()
         .unwrap();
     assert_eq!(entry.worker_id, 0);
-    assert!(entry.bound_ms >= T + 7_200_001 + 7_200_000);
+    assert!(entry.bound_ms >= T + 120_001 + 120_000);
 }
 
 #[test]

@@ -19,9 +19,29 @@ const DIR_VAR: &str = "LEAFID_TEST_LOCAL_DIR";
 const CACHE_VAR: &str = "LEAFID_TEST_CACHE_DIR";
 const IDS_PER_CHILD: usize = 5_000;
 
+/// `LEAFID_TEST_WORKER_BITS` (in a child) narrows the worker id space, so a test can
+/// leave a process exactly one free id.
+const BITS_VAR: &str = "LEAFID_TEST_WORKER_BITS";
+
 fn local(dir: &Path, cache: &Path) -> SnowflakeGenerator {
+    let bits: u8 = std::env::var(BITS_VAR)
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(10);
+    local_with(dir, cache, bits)
+}
+
+fn local_with(dir: &Path, cache: &Path, worker_bits: u8) -> SnowflakeGenerator {
+    let layout = leafid::Layout::new(
+        41,
+        worker_bits,
+        22 - worker_bits,
+        leafid::snowflake::LEAF_EPOCH_MS,
+    )
+    .expect("a layout of 63 bits");
     SnowflakeGenerator::builder()
         .registry(RegistryConfig::Local { dir: dir.into() })
+        .layout(layout)
         .cache_dir(cache)
         .heartbeat(Duration::from_millis(200))
         .lookahead(Duration::from_millis(1_500))
@@ -140,7 +160,11 @@ fn live_processes_hold_distinct_ids_and_a_killed_ones_id_is_reused_above_its_bou
         "bound {bound} covers every issued id ({last_issued})"
     );
 
-    // A new process takes the freed id (the lowest free one) and starts above the bound.
+    // Once the bound has passed, a new process takes the freed id (the lowest free one
+    // whose floor is past; before that it would prefer a fresh id) and starts above it.
+    while leafid::clock::system().now_millis() <= bound {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let next = spawn_child(dir.path(), &caches.path().join("c-next"));
     assert_eq!(
         next.worker_id, victim.worker_id,
@@ -367,7 +391,13 @@ fn restart_with_the_clock_set_back_never_reissues_a_killed_processes_ids() {
     );
     let dir = tempfile::tempdir().unwrap();
     let caches = tempfile::tempdir().unwrap();
-    let mut first = spawn_child(dir.path(), &caches.path().join("a"));
+    // One worker bit: the first child takes one id and this process the other, so the
+    // restarted child has no fresh id to prefer and must take (and wait for) the first's.
+    let mut one_bit = Command::new(std::env::current_exe().unwrap());
+    one_bit.env(BITS_VAR, "1");
+    let mut first = spawn_child_with(one_bit, dir.path(), &caches.path().join("a"));
+    let other = local_with(dir.path(), &caches.path().join("p"), 1);
+    assert_ne!(other.worker_id(), first.worker_id);
     let last_issued = first
         .ids
         .iter()
@@ -379,6 +409,7 @@ fn restart_with_the_clock_set_back_never_reissues_a_killed_processes_ids() {
 
     let mut behind = Command::new(faketime);
     behind
+        .env(BITS_VAR, "1")
         .arg("-f")
         .arg("-1s")
         .arg(std::env::current_exe().unwrap());
@@ -394,4 +425,5 @@ fn restart_with_the_clock_set_back_never_reissues_a_killed_processes_ids() {
     // A clean exit through stdin: killing faketime would orphan the program it runs.
     drop(second.child.stdin.take());
     assert!(second.child.wait().unwrap().success());
+    other.close();
 }

@@ -398,25 +398,22 @@ fn lock_file_unlinked_under_a_holder_stops_it_issuing() {
 }
 
 #[test]
-fn cache_lock_unlinked_under_a_fixed_holder_stops_it_issuing() {
-    let caches = tempfile::tempdir().unwrap();
-    let gen = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(3))
-        .cache_dir(caches.path())
-        .heartbeat(Duration::from_millis(50))
-        .build_blocking()
-        .unwrap();
-    let lock = std::fs::read_dir(caches.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|e| e == "lock"))
-        .expect("a lock beside the cache file");
-    std::fs::remove_file(&lock).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while gen.next_id().is_ok() {
-        assert!(Instant::now() < deadline, "the holder never stopped");
-    }
-    gen.close();
+fn fixed_generators_with_two_cache_dirs_are_still_one_holder() {
+    // The claim is per host, not per cache directory (a lock file beside the cache
+    // would let two users or two HOMEs hold one id).
+    let (c1, c2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = build("fixed:9", c1.path()).unwrap();
+    let err = build("fixed:9", c2.path()).unwrap_err();
+    assert!(matches!(err, Error::WorkerIdInUse { .. }), "{err:?}");
+    a.close();
+    build("fixed:9", c2.path()).unwrap().close();
+}
+
+#[test]
+fn fixed_in_four_processes_with_their_own_cache_dirs_has_one_live_holder() {
+    let (runs, _caches) = start_many("fixed:11", 4, false);
+    assert_eq!(check(&runs, "fixed:11"), (1, 3));
+    finish(runs);
 }
 
 /// Runs one child under libfaketime with its clock `offset` off and returns its outcome.

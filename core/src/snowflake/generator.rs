@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::layout::{decode, DecodedId, Layout};
-use super::registry::host_lock::{Attempt, HostLock};
+use super::registry::identity_lock::IdentityLock;
 use super::registry::{
-    default_cache_dir, host_lock, CacheEntry, IssueLimit, Lease, LocalRegistry, RegistryConfig,
-    WorkerCache, WorkerRegistry, IN_USE_ADVICE,
+    default_cache_dir, CacheEntry, IssueLimit, Lease, LocalRegistry, RegistryConfig, WorkerCache,
+    WorkerRegistry, IN_USE_ADVICE,
 };
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
@@ -72,12 +72,13 @@ impl Source {
         matches!(self, Source::Config(c) if c.cache_is_only_record())
     }
 
-    /// Registries whose worker id follows from configuration (`fixed`, `zookeeper`,
-    /// `mysql`): one process of this host at a time may hold that configuration, which
-    /// a lock beside the cache file enforces (also while the registry is down, when the
-    /// cache file alone gives the id).
-    fn needs_host_lock(&self) -> bool {
-        matches!(self, Source::Config(c) if !c.reacquires_after_fork())
+    /// For registries whose worker id follows from configuration (`fixed`, `zookeeper`,
+    /// `mysql`): the identity that one process of this host at a time may hold.
+    fn host_identity(&self) -> Option<String> {
+        match self {
+            Source::Config(c) => c.host_identity(),
+            Source::Custom(_) => None,
+        }
     }
 }
 
@@ -403,8 +404,9 @@ struct Session {
     /// The same registry when it is `local`, to close inherited lock files after a fork.
     local: Option<Arc<LocalRegistry>>,
     cache: WorkerCache,
-    /// The lock beside the cache file, for registries whose id follows from configuration.
-    host_lock: Option<HostLock>,
+    /// This host's claim on the identity, for registries whose id follows from
+    /// configuration.
+    identity_lock: Option<IdentityLock>,
     lease: tokio::sync::Mutex<LeaseState>,
     stop: tokio::sync::Notify,
 }
@@ -434,6 +436,11 @@ struct Core {
     retry_after: AtomicI64,
     /// Lock-free: a fork() may land while another thread writes it.
     last_failure: arc_swap::ArcSwap<Failure>,
+    /// The registry's clock at the last reading and the monotonic instant it was taken:
+    /// before every write, the local clock is compared with the registry's clock carried
+    /// forward by the monotonic clock, so a bound from a clock that jumped is never
+    /// written. Lock-free: a fork() may land while another thread stores it.
+    clock_ref: arc_swap::ArcSwapOption<(i64, std::time::Instant)>,
     // Precomputed from the layout for the hot path.
     epoch_ms: i64,
     ts_shift: u32,
@@ -456,6 +463,7 @@ impl Core {
             session: AtomicPtr::new(std::ptr::null_mut()),
             retry_after: AtomicI64::new(i64::MIN),
             last_failure: arc_swap::ArcSwap::from_pointee(Failure::Text(String::new())),
+            clock_ref: arc_swap::ArcSwapOption::empty(),
             epoch_ms: layout.epoch_ms(),
             ts_shift: layout.timestamp_shift(),
             seq_mask: layout.max_sequence() as u64,
@@ -564,14 +572,26 @@ impl Core {
         }
         let session = self.session().ok_or(Error::Closed)?;
         let core = self.clone();
-        let bound = now + self.settings.lookahead_ms;
         let persisted = runtime::block_on(async move {
             let mut st = session.lease.lock().await;
             // Another caller (or the heartbeat) may have persisted while this one waited.
+            let now = core.clock.now_millis();
             if core.limit.get() >= now {
                 return Ok(());
             }
-            persist_locked(&core, &session, &mut st, bound).await
+            // The bound from the clock read after the wait for the lock, and checked
+            // again after the write: a registry slower than the lookahead would
+            // otherwise persist bounds already in the past and bring every caller back
+            // here, one round trip after another.
+            persist_locked(&core, &session, &mut st, now + core.settings.lookahead_ms).await?;
+            let after = core.clock.now_millis();
+            if core.limit.get() < after {
+                return Err(Error::registry(format!(
+                    "persisting a time bound took longer than the lookahead ({} ms)",
+                    core.settings.lookahead_ms
+                )));
+            }
+            Ok(())
         });
         match persisted {
             Ok(()) => Ok(()),
@@ -584,6 +604,34 @@ impl Core {
                 Err(self.renew_error())
             }
         }
+    }
+
+    /// Remembers the registry's clock from a reading that passed the skew check.
+    fn keep_clock_ref(&self, reading: &super::registry::ClockReading) {
+        self.clock_ref.store(Some(Arc::new((
+            reading.registry_ms,
+            std::time::Instant::now(),
+        ))));
+    }
+
+    /// `ClockSkew` when the local clock is off the registry's clock of the last reading,
+    /// carried forward by the monotonic clock, by more than the allowed skew.
+    fn jumped_clock(&self) -> Option<Error> {
+        let reference = self.clock_ref.load_full()?;
+        let (registry_ms, at) = *reference;
+        let expected = registry_ms.saturating_add(at.elapsed().as_millis() as i64);
+        let skew = super::registry::system_now_ms() - expected;
+        // One second on top for the reading's round trip and the monotonic clock's drift
+        // against a slewing wall clock (at most 0.05%: 0.3 s over ten minutes).
+        let allowed = self.settings.max_skew_ms + 1000;
+        (skew.abs() > allowed).then(|| {
+            skew_of(
+                skew,
+                self.settings.max_skew_ms,
+                "the registry's clock at its last reading, carried forward by the monotonic clock"
+                    .into(),
+            )
+        })
     }
 
     fn renew_error(&self) -> Error {
@@ -609,11 +657,6 @@ impl Core {
     fn after_fork(self: &Arc<Self>) -> Result<()> {
         let target = runtime::fork_epoch();
         if !self.settings.registry.reacquires_after_fork() {
-            // The child's copy of the parent's host lock must not keep it held after
-            // the parent exits.
-            if let Some(lock) = self.session().as_ref().and_then(|s| s.host_lock.as_ref()) {
-                lock.forget_inherited();
-            }
             // The id belongs to the parent; only pool registries can give the child its own.
             return runtime::refuse_after_fork(
                 self.epoch.load(Ordering::Acquire),
@@ -688,26 +731,20 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
     // Old cache files of identities long gone; best effort, off the runtime's workers.
     let cache_dir = settings.cache_dir.clone();
     let _ = tokio::task::spawn_blocking(move || super::registry::cache::prune(&cache_dir)).await;
-    let host_lock = if settings.registry.needs_host_lock() {
-        let (cache, registry) = (cache.clone(), registry.clone());
-        let scheme = settings.registry.scheme();
-        let lock = tokio::task::spawn_blocking(move || lock_beside(&cache, &*registry, scheme))
-            .await
-            .map_err(Error::registry)??;
-        Some(lock)
-    } else {
-        None
+    let identity_lock = match settings.registry.host_identity() {
+        Some(identity) => Some(claim_identity(&identity)?),
+        None => None,
     };
     core.limit.set(OPENING_LIMIT);
     let max = core.layout.max_worker_id();
     let lease = match registry.acquire(max, core.limit.clone()).await {
         Ok(lease) => {
-            if let Some(e) = registry
-                .take_clock_reading()
-                .and_then(|r| skew_error(&r, settings.max_skew_ms))
-            {
-                let _ = registry.release(&lease).await;
-                return Err(e);
+            if let Some(reading) = registry.take_clock_reading() {
+                if let Some(e) = skew_error(&reading, settings.max_skew_ms) {
+                    let _ = registry.release(&lease).await;
+                    return Err(e);
+                }
+                core.keep_clock_ref(&reading);
             }
             lease
         }
@@ -742,7 +779,7 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
                 registry,
                 local,
                 cache,
-                host_lock,
+                identity_lock,
                 lease: tokio::sync::Mutex::new(LeaseState {
                     lease: lease.clone(),
                     persisted: i64::MIN,
@@ -777,33 +814,17 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
     }
 }
 
-/// Locks `<cache file>.lock` for a registry whose id follows from configuration, or
-/// fails with `WorkerIdInUse` naming the holder. Blocking; run off the runtime's workers.
-fn lock_beside(
-    cache: &WorkerCache,
-    registry: &dyn WorkerRegistry,
-    scheme: &str,
-) -> Result<HostLock> {
-    let dir = cache.path().parent().unwrap_or(std::path::Path::new("."));
-    super::registry::ensure_private_dir(dir)?;
-    host_lock::refuse_network_fs(dir)?;
-    let mut path = cache.path().as_os_str().to_owned();
-    path.push(".lock");
-    match HostLock::try_lock(std::path::Path::new(&path))? {
-        Attempt::Locked(lock) => Ok(lock),
-        Attempt::Held(holder) => Err(Error::WorkerIdInUse {
-            identity: format!("{scheme} registry identity {}", registry.describe()),
-            worker_id: None,
-            holder: match holder {
-                Some(h) => format!("{h} (it locks {})", std::path::Path::new(&path).display()),
-                None => format!(
-                    "another process of this host (it locks {})",
-                    std::path::Path::new(&path).display()
-                ),
-            },
-            advice: IN_USE_ADVICE.into(),
-        }),
-    }
+/// Claims `identity` on this host, or fails with `WorkerIdInUse`.
+fn claim_identity(identity: &str) -> Result<IdentityLock> {
+    IdentityLock::try_claim(identity)?.ok_or_else(|| Error::WorkerIdInUse {
+        identity: format!("identity {identity} on this host"),
+        worker_id: None,
+        holder: format!(
+            "another process of this host or another generator of this one \
+             (`ss -xap | grep @leafid/{identity}` shows which)"
+        ),
+        advice: IN_USE_ADVICE.into(),
+    })
 }
 
 /// Works out the floor for `lease` and waits for the clock to pass it (up to the
@@ -894,15 +915,11 @@ async fn persist_locked(
         return Ok(());
     }
     let worker_id = st.lease.worker_id;
-    if let Some(lock) = &session.host_lock {
-        // The lock file unlinked or replaced: another process may hold this identity now.
-        if let Err(e) = lock.check() {
-            core.limit.lose();
-            return Err(match e {
-                Error::LeaseLost { cause, .. } => Error::LeaseLost { worker_id, cause },
-                other => other,
-            });
-        }
+    // A local clock that jumped since the registry's last reading: write no bound from it
+    // (a bound far ahead would strand the worker id that long after a crash).
+    if let Some(e) = core.jumped_clock() {
+        tracing::warn!(error = %e, "clock skew against the registry; no bound written");
+        return Err(e);
     }
     let cache = session.cache.clone();
     let cache_res = tokio::task::spawn_blocking(move || {
@@ -920,16 +937,18 @@ async fn persist_locked(
         core.limit.lose();
     }
     let skewed = reg_res.is_ok()
-        && match session
-            .registry
-            .take_clock_reading()
-            .and_then(|r| skew_error(&r, core.settings.max_skew_ms))
-        {
-            Some(e) => {
-                tracing::warn!(error = %e, "clock skew against the registry; issuing stops at the last bound");
-                reg_res = Err(e);
-                true
-            }
+        && match session.registry.take_clock_reading() {
+            Some(r) => match skew_error(&r, core.settings.max_skew_ms) {
+                Some(e) => {
+                    tracing::warn!(error = %e, "clock skew against the registry; issuing stops at the last bound");
+                    reg_res = Err(e);
+                    true
+                }
+                None => {
+                    core.keep_clock_ref(&r);
+                    false
+                }
+            },
             None => false,
         };
     let counted = match (&reg_res, &cache_res) {
@@ -1061,12 +1080,6 @@ fn close(core: &Arc<Core>) {
     let last_ms = decode(last as i64, &core.layout).timestamp_ms;
     let fut = async move {
         let st = session.lease.lock().await;
-        if let Some(Err(e)) = session.host_lock.as_ref().map(|l| l.check()) {
-            // Another process may hold this identity now: lowering the bounds it
-            // started from could let a later holder reissue ids. Leave them as they are.
-            tracing::warn!(error = %e, "host lock lost; closing without the final bound");
-            return;
-        }
         let entry = CacheEntry {
             worker_id: st.lease.worker_id,
             bound_ms: last_ms,
@@ -1083,8 +1096,8 @@ fn close(core: &Arc<Core>) {
         if let Err(e) = session.registry.release(&st.lease).await {
             tracing::warn!(error = %e, "releasing the worker id failed");
         }
-        if let Some(lock) = &session.host_lock {
-            lock.unlock();
+        if let Some(lock) = &session.identity_lock {
+            lock.release();
         }
         tracing::info!(
             worker_id = st.lease.worker_id,

@@ -518,6 +518,25 @@ impl RegistryConfig {
         }
     }
 
+    /// The identity one process of a host at a time may hold, for registries whose
+    /// worker id follows from configuration (`fixed`, `zookeeper`, `mysql`); `None` for
+    /// pools that give every process its own id.
+    pub(crate) fn host_identity(&self) -> Option<String> {
+        match self {
+            RegistryConfig::Fixed(id) => Some(format!("fixed/{id}")),
+            RegistryConfig::Zookeeper { name, ip, port, .. } => {
+                Some(format!("zookeeper/{name}/{ip}:{port}"))
+            }
+            RegistryConfig::Mysql { url, ip, port } => {
+                let db = url::Url::parse(url)
+                    .map(|u| u.path().trim_matches('/').to_string())
+                    .unwrap_or_default();
+                Some(format!("mysql/{db}/{ip}:{port}"))
+            }
+            _ => None,
+        }
+    }
+
     /// The URL scheme, for messages.
     pub fn scheme(&self) -> &'static str {
         match self {

@@ -85,6 +85,14 @@ pub fn refuse_network_fs(dir: &Path) -> Result<()> {
     const CEPH: i64 = 0x00c3_6400;
     const V9FS: i64 = 0x0102_1997;
     const AFS: i64 = 0x5346_414f;
+    // FUSE (GlusterFS, JuiceFS, s3fs, sshfs, …), Lustre, GPFS, GFS2, OCFS2, BeeGFS: locks
+    // emulated per client or cluster-wide with other semantics.
+    const FUSE: i64 = 0x6573_5546;
+    const LUSTRE: i64 = 0x0bd0_0bd0;
+    const GPFS: i64 = 0x4750_4653;
+    const GFS2: i64 = 0x0116_1970;
+    const OCFS2: i64 = 0x7461_636f;
+    const BEEGFS: i64 = 0x1999_0113;
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
         .map_err(|_| Error::InvalidConfig(format!("{} contains a NUL byte", dir.display())))?;
     // SAFETY: a zeroed statfs is a valid out-parameter; the path is NUL-terminated.
@@ -101,6 +109,12 @@ pub fn refuse_network_fs(dir: &Path) -> Result<()> {
         CEPH => "Ceph",
         V9FS => "9p",
         AFS => "AFS",
+        FUSE => "FUSE",
+        LUSTRE => "Lustre",
+        GPFS => "GPFS",
+        GFS2 => "GFS2",
+        OCFS2 => "OCFS2",
+        BEEGFS => "BeeGFS",
         _ => return Ok(()),
     };
     Err(Error::InvalidConfig(format!(
@@ -216,6 +230,15 @@ impl HostLock {
                  (keep the directory out of tmp cleaners such as systemd-tmpfiles)",
                 self.path.display()
             ),
+        }
+    }
+
+    /// Marks the lock file as in use (its modification time), so age-based cleaners
+    /// such as systemd-tmpfiles never take it from a live holder.
+    pub fn touch(&self) {
+        let guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(file) = guard.as_ref() {
+            let _ = file.set_modified(std::time::SystemTime::now());
         }
     }
 

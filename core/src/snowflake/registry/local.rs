@@ -145,6 +145,7 @@ impl WorkerRegistry for LocalRegistry {
                         cause: format!("{} is not locked by this registry", lease.location),
                     });
                 };
+                lock.touch();
                 // A lock file unlinked or replaced: another process may hold this id now.
                 lock.check().map_err(|e| match e {
                     Error::LeaseLost { cause, .. } => Error::LeaseLost {

@@ -24,6 +24,7 @@ pub mod cache;
 mod config;
 pub mod fixed;
 pub mod host_lock;
+pub mod identity_lock;
 pub mod local;
 pub mod mysql;
 pub mod zk_client;

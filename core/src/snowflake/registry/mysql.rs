@@ -9,9 +9,11 @@
 //!
 //! Every heartbeat writes the generator's bound to `max_timestamp`; only the final
 //! renew at close writes a smaller value, the exact last timestamp issued, which is safe
-//! because the generator has stopped issuing for good before it asks. The row stays
-//! this identity's while the database is down, so the generator may continue on its
-//! cache file ([`WorkerRegistry::survives_outage`] is true).
+//! because the generator has stopped issuing for good before it asks. While the
+//! database is down the generator issues only up to the last bound written here (the
+//! lookahead), never on its cache file alone ([`WorkerRegistry::survives_outage`] is
+//! false): once the lease lapses, another process may take the row with that bound as
+//! its floor.
 //!
 //! **One live holder per row.** Leaf could assume one process per `ip:port`; a library
 //! inside gunicorn or Node `cluster` cannot. A lease lives beside the fork's table (which
@@ -67,7 +69,7 @@ pub const LEASE_GRACE: Duration = Duration::from_secs(5);
 const FIRST_TERM: Duration = Duration::from_secs(15);
 
 /// How long a statement waits for a connection: a down database fails start-up fast
-/// (and the generator falls back to its cache file).
+/// (and the generator reports the registry unavailable).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(3000);
 
 /// The `leaf_workerid_alloc` registry. Building it parses the URL; it connects at `acquire`.
@@ -98,8 +100,11 @@ impl MysqlRegistry {
     /// (`mysql://user:pass@host:port/db`, without leafid's `ip` / `port` parameters).
     pub fn new(url: &str, ip: impl Into<String>, port: impl Into<String>) -> Result<MysqlRegistry> {
         let normalized = url.replacen("mariadb://", "mysql://", 1);
-        let options =
-            MySqlConnectOptions::from_str(&normalized).map_err(|e| Error::InvalidUrl {
+        let options = MySqlConnectOptions::from_str(&normalized)
+            // Leases and clock readings are compared by the database's clock: UTC always,
+            // whatever the URL or the server says, so DST never moves them.
+            .map(|o| o.timezone(Some("+00:00".to_string())))
+            .map_err(|e| Error::InvalidUrl {
                 url: crate::redact::url(url),
                 reason: format!("{e}; expected mysql://user:password@host:port/database?port=P"),
             })?;
@@ -164,19 +169,19 @@ impl MysqlRegistry {
         let (id, _) = match self.select().await? {
             Some(found) => found,
             None => {
-                let now = super::zookeeper::now_ms();
+                // The database's clock, not ours: a local clock far ahead (refused by the
+                // skew check right after) must not become the floor.
                 let inserted = sqlx::query(
                     "INSERT INTO leaf_workerid_alloc (ip_port, ip, port, max_timestamp, create_time, update_time) \
-                     VALUES (?, ?, ?, ?, NOW(), NOW())",
+                     VALUES (?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), NOW(), NOW())",
                 )
                 .bind(self.ip_port())
                 .bind(&self.ip)
                 .bind(&self.port)
-                .bind(now)
                 .execute(self.pool())
                 .await;
                 match inserted {
-                    Ok(done) => (done.last_insert_id() as i64, Some(now)),
+                    Ok(done) => (done.last_insert_id() as i64, None),
                     // A concurrent start inserted this ip_port first: its row is ours too.
                     Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
                         self.select().await?.ok_or_else(|| {
@@ -433,20 +438,23 @@ impl WorkerRegistry for MysqlRegistry {
     }
 
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<()>> {
-        // The row stays this identity's; the lease ends, the connections close.
+        // The row stays this identity's; the lease ends. The pool stays open (and
+        // closes when the registry is dropped): a re-acquire after a lost lease uses it.
         Box::pin(async move {
-            if let Some(pool) = self.pool.get() {
+            if self.pool.get().is_some() {
                 if let Err(e) = self.drop_lease(lease.worker_id as i64).await {
                     tracing::warn!(error = %e, "cannot end the worker-id lease; it lapses on its own");
                 }
-                pool.close().await;
             }
             Ok(())
         })
     }
 
     fn survives_outage(&self) -> bool {
-        true
+        // No: once this holder's lease has lapsed (it cannot renew), another process may
+        // take the row with the last bound written HERE as its floor; a bound kept only
+        // in the local cache file would let this holder issue above it.
+        false
     }
 
     fn take_clock_reading(&self) -> Option<ClockReading> {

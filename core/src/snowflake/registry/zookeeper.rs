@@ -36,8 +36,12 @@
 //!
 //! Nodes are never deleted (as in Leaf): every new `ip:port` burns one id for good, and
 //! past the layout's largest worker id (1023 with Leaf's layout) a new identity cannot
-//! start. The id belongs to the identity while ZooKeeper is down, so the generator may go
-//! on with its cache file ([`WorkerRegistry::survives_outage`] is true).
+//! start. Every write to the forever node is conditional on the version this holder last
+//! wrote, so a write by anyone else in between (another holder after this session
+//! expired, a Java Leaf server) ends this holder's lease instead of being overwritten.
+//! Unlike Leaf, the generator does not go on past the last bound ZooKeeper holds when
+//! ZooKeeper is unreachable ([`WorkerRegistry::survives_outage`] is false): once this
+//! session has expired, another process may take the identity with that bound as floor.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -89,13 +93,6 @@ pub(crate) struct Endpoint {
     pub timestamp: i64,
 }
 
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
-}
-
 /// Opens a ZooKeeper session, failing with [`Error::RegistryUnavailable`] within
 /// `connect_timeout` when no server answers.
 pub(crate) async fn connect(
@@ -140,8 +137,8 @@ fn held_identities() -> &'static Mutex<HashSet<String>> {
 #[derive(Debug, Default)]
 struct State {
     client: Option<zk::Client>,
-    /// Our node's full path and worker id, once known.
-    node: Option<(String, u32)>,
+    /// Our node's full path, worker id and the data version we last saw or wrote.
+    node: Option<(String, u32, i32)>,
     /// Whether this registry holds its identity in [`held_identities`].
     claimed: bool,
     /// The session whose `live` node marks this registry as the identity's holder.
@@ -386,7 +383,7 @@ impl ZookeeperRegistry {
             if !c.state().is_terminated() {
                 return Ok(c.clone());
             }
-            tracing::info!(connect = %self.connect, "ZooKeeper session ended; opening a new one");
+            tracing::info!(connect = %crate::redact::url(&self.connect), "ZooKeeper session ended; opening a new one");
             st.client = None;
         }
         let c = connect(&self.connect, self.session_timeout, self.connect_timeout).await?;
@@ -434,8 +431,9 @@ impl ZookeeperRegistry {
     }
 
     /// Reads our node's stored timestamp.
-    async fn read_timestamp(&self, client: &zk::Client, path: &str) -> Result<i64> {
-        let (data, _) = client
+    /// Reads our node's stored timestamp and its data version.
+    async fn read_timestamp(&self, client: &zk::Client, path: &str) -> Result<(i64, i32)> {
+        let (data, stat) = client
             .get_data(path)
             .await
             .map_err(|e| self.err("read", path, e))?;
@@ -447,7 +445,7 @@ impl ZookeeperRegistry {
                 String::from_utf8_lossy(&data)
             ),
         })?;
-        Ok(ep.timestamp)
+        Ok((ep.timestamp, stat.version))
     }
 
     fn endpoint_bytes(&self, timestamp: i64) -> Vec<u8> {
@@ -494,12 +492,12 @@ impl ZookeeperRegistry {
     ) -> Result<Lease> {
         let client = client.clone();
         let forever = self.forever_path();
-        let (path, id, floor) = match self.find_own(&client).await? {
+        let (path, id, floor, version) = match self.find_own(&client).await? {
             Some((path, id)) => {
                 self.check_java_idle(&client, &path, id, zk_now).await?;
-                let floor = self.read_timestamp(&client, &path).await?;
+                let (floor, version) = self.read_timestamp(&client, &path).await?;
                 tracing::info!(%path, worker_id = id, floor, "reusing this ip:port's forever node");
-                (path, id, floor)
+                (path, id, floor, version)
             }
             None => {
                 client
@@ -510,7 +508,9 @@ impl ZookeeperRegistry {
                 let path = client
                     .create(
                         &prefix,
-                        &self.endpoint_bytes(now_ms()),
+                        // ZooKeeper's clock, not ours: a local clock far ahead (refused
+                        // by the skew check right after) must not become the floor.
+                        &self.endpoint_bytes(zk_now),
                         zk::CreateMode::PersistentSequential,
                     )
                     .await
@@ -526,7 +526,7 @@ impl ZookeeperRegistry {
                     })?;
                 let id = u32::try_from(seq).unwrap_or(u32::MAX);
                 tracing::info!(%path, worker_id = id, "created a forever node for this ip:port");
-                (path, id, i64::MIN)
+                (path, id, i64::MIN, 0)
             }
         };
         if id > max_worker_id {
@@ -535,12 +535,12 @@ impl ZookeeperRegistry {
                     "ZooKeeper {} {forever} (node {path} has sequence {id}; Leaf's forever nodes are never \
                      reused, every new ip:port takes the next number, so past {max_worker_id} no new identity fits: \
                      split the fleet over several leaf names, reuse ip:port identities, or use zookeeper-recycle)",
-                    self.connect
+                    crate::redact::url(&self.connect)
                 ),
                 size: max_worker_id + 1,
             });
         }
-        st.node = Some((path.clone(), id));
+        st.node = Some((path.clone(), id, version));
         Ok(Lease {
             worker_id: id,
             floor_ms: floor,
@@ -551,9 +551,9 @@ impl ZookeeperRegistry {
     async fn write(&self, lease: &Lease, bound_ms: i64) -> Result<()> {
         let mut st = self.state.lock().await;
         let client = self.client(&mut st).await?;
-        let path = match &st.node {
-            Some((path, id)) if *id == lease.worker_id => path.clone(),
-            Some((path, id)) => {
+        let (path, version) = match &st.node {
+            Some((path, id, version)) if *id == lease.worker_id => (path.clone(), *version),
+            Some((path, id, _)) => {
                 return Err(Error::LeaseLost {
                     worker_id: lease.worker_id,
                     cause: format!(
@@ -563,28 +563,10 @@ impl ZookeeperRegistry {
                 })
             }
             None => {
-                // Started from the cache file while ZooKeeper was down: find our node now.
-                match self.find_own(&client).await? {
-                    Some((path, id)) if id == lease.worker_id => {
-                        tracing::info!(%path, "ZooKeeper is back; found this ip:port's forever node");
-                        st.node = Some((path.clone(), id));
-                        path
-                    }
-                    Some((path, id)) => {
-                        return Err(Error::registry(format!(
-                            "ZooKeeper gives this ip:port worker {id} ({path}), but the cache file gave {}; \
-                             restart the generator to use ZooKeeper's id",
-                            lease.worker_id
-                        )))
-                    }
-                    None => {
-                        return Err(Error::registry(format!(
-                            "no forever node for {} under {}; restart the generator to register one",
-                            self.address(),
-                            self.forever_path()
-                        )))
-                    }
-                }
+                return Err(Error::LeaseLost {
+                    worker_id: lease.worker_id,
+                    cause: format!("{} holds no forever node", self.identity()),
+                })
             }
         };
         // Still the live holder? A new session (the old one expired) claims again; a
@@ -615,10 +597,27 @@ impl ZookeeperRegistry {
             }
         }
         let before = system_now_ms();
-        let stat = client
-            .set_data(&path, &self.endpoint_bytes(bound_ms), None)
+        // Conditional on the version this holder last wrote: a write by anyone else in
+        // between means another holder (or a Java Leaf server) has used this node, so
+        // this lease is over; overwriting could lower the bound it issued under.
+        let stat = match client
+            .set_data(&path, &self.endpoint_bytes(bound_ms), Some(version))
             .await
-            .map_err(|e| self.err("write", &path, e))?;
+        {
+            Ok(stat) => stat,
+            Err(zk::ZkError::BadVersion) => {
+                return Err(Error::LeaseLost {
+                    worker_id: lease.worker_id,
+                    cause: format!(
+                        "{path} was written by another process since this holder's last write"
+                    ),
+                })
+            }
+            Err(e) => return Err(self.err("write", &path, e)),
+        };
+        if let Some(node) = st.node.as_mut() {
+            node.2 = stat.version;
+        }
         st.last_mzxid = Some(stat.mzxid);
         st.reading = Some(ClockReading {
             registry_ms: stat.mtime,
@@ -680,7 +679,11 @@ impl WorkerRegistry for ZookeeperRegistry {
     }
 
     fn survives_outage(&self) -> bool {
-        true
+        // No: another claimant can take the identity once this session has expired on
+        // the server, and its floor is the last bound written HERE; a bound kept only in
+        // the local cache file would let this holder issue above it. Issuing goes on
+        // through an outage only up to the last bound ZooKeeper has (the lookahead).
+        false
     }
 
     fn describe(&self) -> String {

@@ -1,0 +1,219 @@
+//! [`IdentityLock`]: one holder per registry identity on this host, whatever the cache
+//! directory, user or working directory of the processes that claim it.
+//!
+//! The lock is a Unix socket bound to an *abstract* address (`\0leafid/<identity>`): the
+//! kernel lets one socket at a time hold an address, frees it the moment the holder's
+//! last descriptor closes (a SIGKILLed process frees it at once), and there is no file a
+//! tmp cleaner or an operator could delete. Abstract addresses live in the network
+//! namespace, which matches identities made of an ip address: two containers with their
+//! own network stacks are two hosts here too. A lock file would depend on the directory
+//! it lives in (two cache directories, two locks); that is why this is not a file.
+//!
+//! A forked child must not keep its parent's identity: a `pthread_atfork` child handler
+//! closes every held socket in the child (the parent keeps its own descriptor).
+//! `ss -xap | grep leafid` shows which process holds an identity.
+
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Once;
+
+use crate::error::{Error, Result};
+
+/// Descriptors of held identities, closed in a forked child. A fixed table: the child
+/// handler may only do async-signal-safe work (no locks, no allocation).
+static HELD: [AtomicI32; 256] = [const { AtomicI32::new(-1) }; 256];
+
+extern "C" fn close_in_child() {
+    for slot in &HELD {
+        // Only this (single-threaded) child runs here; SeqCst for simplicity.
+        let fd = slot.swap(-1, Ordering::SeqCst);
+        if fd >= 0 {
+            // SAFETY: a descriptor this process inherited from a held identity.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+fn watch_forks() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: a plain extern "C" fn that only closes descriptors.
+        unsafe { libc::pthread_atfork(None, None, Some(close_in_child)) };
+    });
+}
+
+/// The abstract socket address for `identity` (hashed when too long for `sun_path`).
+fn address(identity: &str) -> Vec<u8> {
+    let name = format!("leafid/{identity}");
+    if name.len() <= 100 {
+        return name.into_bytes();
+    }
+    // FNV-1a: stable across processes and Rust versions.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in identity.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let short: String = identity.chars().take(60).collect();
+    format!("leafid/{short}#{h:016x}").into_bytes()
+}
+
+/// A held identity; released on [`IdentityLock::release`] or drop.
+#[derive(Debug)]
+pub struct IdentityLock {
+    slot: usize,
+    fd: i32,
+    identity: String,
+}
+
+impl IdentityLock {
+    /// Claims `identity` on this host: `Ok(None)` when another socket (another
+    /// process, or another generator of this one) holds it.
+    pub fn try_claim(identity: &str) -> Result<Option<IdentityLock>> {
+        watch_forks();
+        let addr = address(identity);
+        // SAFETY: plain socket(2); CLOEXEC so exec'd programs never inherit the claim.
+        let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(Error::io(
+                "an abstract Unix socket",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        // SAFETY: a zeroed sockaddr_un is valid; the name fits (at most 107 bytes).
+        let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (dst, src) in sa.sun_path[1..].iter_mut().zip(&addr) {
+            *dst = *src as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sa_family_t>() + 1 + addr.len();
+        // SAFETY: `sa` is a valid sockaddr_un and `len` covers exactly the used bytes.
+        let rc = unsafe {
+            libc::bind(
+                fd,
+                &sa as *const _ as *const libc::sockaddr,
+                len as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            let err = std::io::Error::last_os_error();
+            // SAFETY: our own descriptor, closed once.
+            unsafe { libc::close(fd) };
+            if err.raw_os_error() == Some(libc::EADDRINUSE) {
+                return Ok(None);
+            }
+            return Err(Error::io(
+                format!("abstract socket @leafid/{identity}"),
+                err,
+            ));
+        }
+        for (slot, cell) in HELD.iter().enumerate() {
+            if cell
+                .compare_exchange(-1, fd, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                return Ok(Some(IdentityLock {
+                    slot,
+                    fd,
+                    identity: identity.to_string(),
+                }));
+            }
+        }
+        // SAFETY: our own descriptor, closed once.
+        unsafe { libc::close(fd) };
+        Err(Error::InvalidConfig(format!(
+            "this process already holds {} worker identities; close unused generators",
+            HELD.len()
+        )))
+    }
+
+    /// The identity held.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Frees the identity at once. Idempotent; a no-op in a forked child (whose copy
+    /// the fork handler already closed).
+    pub fn release(&self) {
+        // Only the slot's owner closes: in a child the handler emptied the slot, and
+        // the number may since name an unrelated descriptor.
+        if HELD[self.slot]
+            .compare_exchange(self.fd, -1, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            // SAFETY: our own descriptor, closed once (the slot swap above is the guard).
+            unsafe { libc::close(self.fd) };
+        }
+    }
+}
+
+impl Drop for IdentityLock {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unique() -> String {
+        format!(
+            "test/{}/{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        )
+    }
+
+    #[test]
+    fn one_holder_per_identity_and_free_again_after_release() {
+        let id = unique();
+        let a = IdentityLock::try_claim(&id).unwrap().expect("free");
+        assert!(IdentityLock::try_claim(&id).unwrap().is_none());
+        assert!(IdentityLock::try_claim(&format!("{id}x"))
+            .unwrap()
+            .is_some());
+        a.release();
+        a.release();
+        assert!(IdentityLock::try_claim(&id).unwrap().is_some());
+    }
+
+    #[test]
+    fn long_identities_are_hashed_and_still_distinct() {
+        let base = "y".repeat(300);
+        let a = IdentityLock::try_claim(&format!("{base}1{}", unique())).unwrap();
+        let b = IdentityLock::try_claim(&format!("{base}2{}", unique())).unwrap();
+        assert!(a.is_some() && b.is_some());
+    }
+
+    #[test]
+    fn a_forked_child_does_not_keep_the_identity() {
+        let id = unique();
+        let held = IdentityLock::try_claim(&id).unwrap().unwrap();
+        let mut fds = [0i32; 2];
+        // SAFETY: a plain pipe(2) into a two-element array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fork in a test; the child only does async-signal-safe calls and _exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // Child: its copy was closed by the handler; wait for the parent's go.
+            let mut b = [0u8; 1];
+            // SAFETY: reading one byte from our pipe, then _exit.
+            unsafe {
+                libc::read(fds[0], b.as_mut_ptr() as *mut _, 1);
+                libc::_exit(0)
+            };
+        }
+        // Parent lets go while the child lives: the identity is free at once.
+        held.release();
+        assert!(IdentityLock::try_claim(&id).unwrap().is_some());
+        // SAFETY: one byte to our pipe, then reap the child.
+        unsafe {
+            libc::write(fds[1], b"x".as_ptr() as *const _, 1);
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0);
+        }
+    }
+}

@@ -12,9 +12,13 @@
 //! the fork epoch tells a forked child that the worker id it sees is its parent's.
 //! Anything unusual drops to a cold path that may wait, persist a bound, re-acquire a
 //! worker id or fail with a clear error.
+//!
+//! The lock-free part (the word's compare-and-swap, the limit's word, the gate) lives in
+//! `word.rs`, which states what it guarantees and is model-checked with loom
+//! (`tests/loom_snowflake.rs`); this file adds the clock, the waits and the I/O.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,16 +28,11 @@ use super::registry::{
     default_cache_dir, CacheEntry, IssueLimit, Lease, LocalRegistry, RegistryConfig, WorkerCache,
     WorkerRegistry, IN_USE_ADVICE,
 };
+use super::word::{self, Shape, Stall, StateWord, OPENING_LIMIT};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::runtime;
 
-/// The state word after `close()`: above every real id, so any swap prepared before
-/// the close fails and its caller re-checks (and sees `Closed`).
-const CLOSED_STATE: u64 = u64::MAX;
-/// The limit while a worker id is being (re-)acquired: below every clock reading (so
-/// nothing is issued) but distinct from `i64::MIN`, the registries' "lease lost".
-const OPENING_LIMIT: i64 = i64::MIN + 1;
 /// Clock reads spent waiting for the next millisecond before sleeping instead. A real
 /// clock moves on long before this (a read costs ~20 ns); only a stopped or manual
 /// clock gets here.
@@ -422,13 +421,14 @@ struct Core {
     clock: Arc<dyn Clock>,
     settings: Settings,
     /// The last id issued (or a marker: the floor's millisecond with the sequence full).
-    state: AtomicU64,
+    state: StateWord,
     limit: Arc<IssueLimit>,
     worker: AtomicU32,
-    /// The fork epoch the current session was acquired under.
-    epoch: AtomicU64,
+    /// The fork epoch the current session was acquired under (`word`'s atomics: the
+    /// gate reads it).
+    epoch: word::AtomicU64,
     rebuilding: AtomicBool,
-    closed: AtomicBool,
+    closed: word::AtomicBool,
     /// The current session, an `Arc` turned into a raw pointer. A replaced session is
     /// leaked, never freed, so a pointer read while the core lives stays valid.
     session: AtomicPtr<Session>,
@@ -442,10 +442,7 @@ struct Core {
     /// written. Lock-free: a fork() may land while another thread stores it.
     clock_ref: arc_swap::ArcSwapOption<(i64, std::time::Instant)>,
     // Precomputed from the layout for the hot path.
-    epoch_ms: i64,
-    ts_shift: u32,
-    seq_mask: u64,
-    max_rel: i64,
+    shape: Shape,
     random_bound: u32,
 }
 
@@ -454,20 +451,22 @@ impl Core {
         Core {
             clock,
             settings,
-            state: AtomicU64::new(0),
+            state: StateWord::new(0),
             limit: IssueLimit::closed(),
             worker: AtomicU32::new(0),
-            epoch: AtomicU64::new(runtime::fork_epoch()),
+            epoch: word::AtomicU64::new(runtime::fork_epoch()),
             rebuilding: AtomicBool::new(false),
-            closed: AtomicBool::new(false),
+            closed: word::AtomicBool::new(false),
             session: AtomicPtr::new(std::ptr::null_mut()),
             retry_after: AtomicI64::new(i64::MIN),
             last_failure: arc_swap::ArcSwap::from_pointee(Failure::Text(String::new())),
             clock_ref: arc_swap::ArcSwapOption::empty(),
-            epoch_ms: layout.epoch_ms(),
-            ts_shift: layout.timestamp_shift(),
-            seq_mask: layout.max_sequence() as u64,
-            max_rel: layout.max_relative_ms(),
+            shape: Shape::new(
+                layout.timestamp_bits().into(),
+                layout.worker_bits().into(),
+                layout.sequence_bits().into(),
+                layout.epoch_ms(),
+            ),
             // Leaf starts each millisecond at a random value in [0, 100) so low-traffic ids
             // do not all end alike; small sequences keep at least half their room.
             random_bound: (layout.ids_per_ms() / 2).clamp(1, 100) as u32,
@@ -496,8 +495,22 @@ impl Core {
     /// True when the fast path may not issue at `now`.
     #[inline]
     fn gated(&self, now: i64) -> bool {
-        // Relaxed on the epoch: it changes only in a forked child's own thread.
-        now > self.limit.get() || runtime::fork_epoch() != self.epoch.load(Ordering::Relaxed)
+        word::gate_shut(now, self.limit.word(), runtime::fork_epoch, &self.epoch)
+    }
+
+    /// The slow path of a stalled issue: waits, persists or re-acquires as the stall
+    /// needs (`Ok`: load the word and try again) or fails.
+    #[cold]
+    fn stalled(self: &Arc<Self>, stall: Stall) -> Result<()> {
+        match stall {
+            Stall::Shut { now } => self.reopen(now),
+            Stall::Overflow => Err(Error::TimestampOverflow {
+                max_ms: self.layout.max_timestamp_ms(),
+            }),
+            Stall::Spent { last } => self.wait_next_ms(last),
+            Stall::Behind { last, ts } => self.clock_back(last, ts),
+            Stall::Closed => Err(Error::Closed),
+        }
     }
 
     /// A backward step from `last` to `ts` (both relative to the epoch): small ones are
@@ -513,7 +526,7 @@ impl Core {
             return Err(Error::ClockMovedBackwards { offset_ms: offset });
         }
         self.clock.sleep_millis((offset as u64) << 1);
-        let again = self.clock.now_millis() - self.epoch_ms;
+        let again = self.clock.now_millis() - self.shape.epoch_ms;
         if again < last {
             return Err(Error::ClockMovedBackwards {
                 offset_ms: last - again,
@@ -529,7 +542,7 @@ impl Core {
         let mut reads = 0u32;
         let mut slept = 0u32;
         loop {
-            if self.clock.now_millis() - self.epoch_ms != last {
+            if self.clock.now_millis() - self.shape.epoch_ms != last {
                 return Ok(());
             }
             reads += 1;
@@ -550,21 +563,23 @@ impl Core {
     /// past the last persisted bound. `Ok` means "try again".
     #[cold]
     fn reopen(self: &Arc<Self>, now: i64) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(Error::Closed);
-        }
-        if runtime::fork_epoch() != self.epoch.load(Ordering::Acquire) {
-            return self.after_fork();
-        }
-        let limit = self.limit.get();
-        if limit == i64::MIN || limit == OPENING_LIMIT {
-            return Err(Error::LeaseLost {
-                worker_id: self.worker.load(Ordering::Relaxed),
-                cause: "the registry reported the lease lost; a new worker id is being acquired, retry shortly".into(),
-            });
-        }
-        if now <= limit {
-            return Ok(()); // raised meanwhile
+        match word::why_shut(
+            now,
+            &self.closed,
+            runtime::fork_epoch,
+            &self.epoch,
+            self.limit.word(),
+        ) {
+            word::Shut::Closed => return Err(Error::Closed),
+            word::Shut::Forked => return self.after_fork(),
+            word::Shut::LeaseLost => {
+                return Err(Error::LeaseLost {
+                    worker_id: self.worker.load(Ordering::Relaxed),
+                    cause: "the registry reported the lease lost; a new worker id is being acquired, retry shortly".into(),
+                })
+            }
+            word::Shut::Reopened => return Ok(()), // raised meanwhile
+            word::Shut::Late => {}
         }
         // The heartbeat is late or failing: persist a bound now, once for all waiting callers.
         if now < self.retry_after.load(Ordering::Acquire) {
@@ -608,10 +623,15 @@ impl Core {
 
     /// Remembers the registry's clock from a reading that passed the skew check.
     fn keep_clock_ref(&self, reading: &super::registry::ClockReading) {
-        self.clock_ref.store(Some(Arc::new((
-            reading.registry_ms,
-            std::time::Instant::now(),
-        ))));
+        // The reading may be older than now (a registry that waited after reading its
+        // clock): move its instant back by the wall time passed since.
+        let age = super::registry::system_now_ms().saturating_sub(reading.local_after_ms);
+        let now = std::time::Instant::now();
+        let at = now
+            .checked_sub(Duration::from_millis(age.clamp(0, 3_600_000) as u64))
+            .unwrap_or(now);
+        self.clock_ref
+            .store(Some(Arc::new((reading.registry_ms, at))));
     }
 
     /// `ClockSkew` when the local clock is off the registry's clock of the last reading,
@@ -705,7 +725,8 @@ impl Core {
 impl Drop for Core {
     fn drop(&mut self) {
         let ptr = *self.session.get_mut();
-        if !ptr.is_null() && runtime::fork_epoch() == *self.epoch.get_mut() {
+        // Relaxed: `&mut self`, no other thread can write it now.
+        if !ptr.is_null() && runtime::fork_epoch() == self.epoch.load(Ordering::Relaxed) {
             // SAFETY: the core's own count of the current session, given up once here.
             drop(unsafe { Arc::from_raw(ptr) });
         }
@@ -872,24 +893,11 @@ async fn hold(core: &Arc<Core>, cache: &WorkerCache, lease: &Lease) -> Result<i6
 /// a full sequence, so the next id comes from a later millisecond. Never moves the
 /// word's timestamp back.
 fn install(core: &Core, worker_id: u32, floor: i64) -> Result<()> {
-    let floor_rel = floor.saturating_sub(core.epoch_ms).clamp(0, core.max_rel);
-    // Acquire on the load and AcqRel on the swap: the word is the only shared state.
-    let mut cur = core.state.load(Ordering::Acquire);
-    loop {
-        if cur == CLOSED_STATE {
-            return Err(Error::Closed);
-        }
-        let cur_ts = (cur >> core.ts_shift) as i64;
-        let marker = core
-            .layout
-            .compose(cur_ts.max(floor_rel), worker_id, core.seq_mask as u32);
-        match core
-            .state
-            .compare_exchange(cur, marker, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => break,
-            Err(actual) => cur = actual,
-        }
+    let floor_rel = floor
+        .saturating_sub(core.shape.epoch_ms)
+        .clamp(0, core.shape.max_rel);
+    if !core.state.install(&core.shape, worker_id, floor_rel) {
+        return Err(Error::Closed);
     }
     core.worker.store(worker_id, Ordering::Relaxed);
     Ok(())
@@ -1064,7 +1072,7 @@ fn close(core: &Arc<Core>) {
     core.limit.set(i64::MIN);
     // Swapping in the closed marker makes every swap prepared before it fail, so the
     // word read here is the last id anyone will ever issue from this generator.
-    let last = core.state.swap(CLOSED_STATE, Ordering::AcqRel);
+    let last = core.state.close();
     let Some(session) = core.session() else {
         return;
     };
@@ -1124,49 +1132,19 @@ impl SnowflakeGenerator {
     #[inline]
     pub fn next_id(&self) -> Result<i64> {
         let core = &self.inner.core;
-        // Acquire: the clock is read after the word, so a timestamp another thread
-        // installed is never ahead of the reading that follows (no false "backwards").
-        let mut cur = core.state.load(Ordering::Acquire);
+        let mut cur = core.state.load();
         loop {
-            let now = core.clock.now_millis();
-            if core.gated(now) {
-                core.reopen(now)?;
-                cur = core.state.load(Ordering::Acquire);
-                continue;
+            match core.state.issue(
+                &mut cur,
+                &core.shape,
+                || core.clock.now_millis(),
+                |now| core.gated(now),
+                || core.random_start(),
+            ) {
+                Ok(id) => return Ok(id as i64),
+                Err(stall) => core.stalled(stall)?,
             }
-            let ts = now - core.epoch_ms;
-            let last = (cur >> core.ts_shift) as i64;
-            let next = if ts > last {
-                if ts > core.max_rel {
-                    return Err(Error::TimestampOverflow {
-                        max_ms: core.layout.max_timestamp_ms(),
-                    });
-                }
-                // Keep the worker bits, replace timestamp and sequence.
-                let worker_bits = cur & ((1u64 << core.ts_shift) - 1) & !core.seq_mask;
-                ((ts as u64) << core.ts_shift) | worker_bits | core.random_start()
-            } else if ts == last {
-                if cur & core.seq_mask < core.seq_mask {
-                    cur + 1
-                } else {
-                    core.wait_next_ms(last)?;
-                    cur = core.state.load(Ordering::Acquire);
-                    continue;
-                }
-            } else {
-                core.clock_back(last, ts)?;
-                cur = core.state.load(Ordering::Acquire);
-                continue;
-            };
-            // AcqRel on success publishes the new word; Acquire on failure gives the
-            // winner's word, read before the clock on the next turn.
-            match core
-                .state
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return Ok(next as i64),
-                Err(actual) => cur = actual,
-            }
+            cur = core.state.load();
         }
     }
 
@@ -1178,31 +1156,17 @@ impl SnowflakeGenerator {
     #[inline]
     pub fn try_next_id(&self) -> Option<i64> {
         let core = &self.inner.core;
-        // Orderings as in `next_id`, which this mirrors minus every wait.
-        let mut cur = core.state.load(Ordering::Acquire);
-        loop {
-            let now = core.clock.now_millis();
-            if core.gated(now) {
-                return None;
-            }
-            let ts = now - core.epoch_ms;
-            let last = (cur >> core.ts_shift) as i64;
-            let next = if ts > last && ts <= core.max_rel {
-                let worker_bits = cur & ((1u64 << core.ts_shift) - 1) & !core.seq_mask;
-                ((ts as u64) << core.ts_shift) | worker_bits | core.random_start()
-            } else if ts == last && cur & core.seq_mask < core.seq_mask {
-                cur + 1
-            } else {
-                return None;
-            };
-            match core
-                .state
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return Some(next as i64),
-                Err(actual) => cur = actual,
-            }
-        }
+        let mut cur = core.state.load();
+        core.state
+            .issue(
+                &mut cur,
+                &core.shape,
+                || core.clock.now_millis(),
+                |now| core.gated(now),
+                || core.random_start(),
+            )
+            .ok()
+            .map(|id| id as i64)
     }
 
     /// Fills `out` with fresh ids, in increasing order, reserving a run of sequence
@@ -1211,55 +1175,26 @@ impl SnowflakeGenerator {
     pub fn fill(&self, out: &mut [i64]) -> Result<()> {
         let core = &self.inner.core;
         let mut filled = 0usize;
-        let mut cur = core.state.load(Ordering::Acquire);
+        let mut cur = core.state.load();
         while filled < out.len() {
-            let now = core.clock.now_millis();
-            if core.gated(now) {
-                core.reopen(now)?;
-                cur = core.state.load(Ordering::Acquire);
-                continue;
-            }
-            let ts = now - core.epoch_ms;
-            let last = (cur >> core.ts_shift) as i64;
-            let want = (out.len() - filled) as u64;
-            let (first, next) = if ts > last {
-                if ts > core.max_rel {
-                    return Err(Error::TimestampOverflow {
-                        max_ms: core.layout.max_timestamp_ms(),
-                    });
-                }
-                let start = core.random_start();
-                let take = want.min(core.seq_mask - start + 1);
-                let worker_bits = cur & ((1u64 << core.ts_shift) - 1) & !core.seq_mask;
-                let first = ((ts as u64) << core.ts_shift) | worker_bits | start;
-                (first, first + take - 1)
-            } else if ts == last {
-                let seq = cur & core.seq_mask;
-                if seq == core.seq_mask {
-                    core.wait_next_ms(last)?;
-                    cur = core.state.load(Ordering::Acquire);
-                    continue;
-                }
-                let take = want.min(core.seq_mask - seq);
-                (cur + 1, cur + take)
-            } else {
-                core.clock_back(last, ts)?;
-                cur = core.state.load(Ordering::Acquire);
-                continue;
-            };
-            // Orderings as in next_id.
-            match core
-                .state
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    for (slot, id) in out[filled..].iter_mut().zip(first..=next) {
+            match core.state.reserve(
+                &mut cur,
+                (out.len() - filled) as u64,
+                &core.shape,
+                || core.clock.now_millis(),
+                |now| core.gated(now),
+                || core.random_start(),
+            ) {
+                Ok((first, last)) => {
+                    for (slot, id) in out[filled..].iter_mut().zip(first..=last) {
                         *slot = id as i64;
                     }
-                    filled += (next - first + 1) as usize;
-                    cur = next;
+                    filled += (last - first + 1) as usize;
                 }
-                Err(actual) => cur = actual,
+                Err(stall) => {
+                    core.stalled(stall)?;
+                    cur = core.state.load();
+                }
             }
         }
         Ok(())

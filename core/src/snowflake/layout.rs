@@ -142,8 +142,9 @@ impl Layout {
         self.worker_bits as u32 + self.sequence_bits as u32
     }
 
-    /// Builds an id. The caller guarantees every part fits.
-    #[inline]
+    /// Builds an id. The caller guarantees every part fits. (The generator composes
+    /// with `word::Shape::compose`; this one checks the layout's own arithmetic.)
+    #[cfg(test)]
     pub(crate) fn compose(&self, relative_ms: i64, worker_id: u32, sequence: u32) -> u64 {
         ((relative_ms as u64) << self.timestamp_shift())
             | ((worker_id as u64) << self.sequence_bits)

@@ -31,6 +31,13 @@
 mod generator;
 mod layout;
 pub mod registry;
+// The loom model (`tests/loom_snowflake.rs`) reaches the lock-free state directly; no
+// other build exposes it.
+#[cfg(leafid_loom)]
+#[doc(hidden)]
+pub mod word;
+#[cfg(not(leafid_loom))]
+mod word;
 
 pub use generator::{
     SnowflakeBuilder, SnowflakeGenerator, DEFAULT_MAX_SKEW, MAX_HEARTBEAT, MAX_LOOKAHEAD,

@@ -62,6 +62,7 @@ impl DelayProxy {
     }
 
     /// Delays every chunk by `delay` from now on.
+    #[allow(dead_code)] // not every test binary that includes this file delays
     pub fn set_delay(&self, delay: Duration) {
         self.delay_ms
             .store(delay.as_millis() as u64, Ordering::SeqCst);

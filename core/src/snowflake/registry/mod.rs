@@ -14,11 +14,12 @@
 //! - `local` — file locks in a directory on one host;
 //! - `fixed` — an id from configuration.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use crate::error::Result;
 use crate::runtime::BoxFuture;
+
+use super::word::{LimitWord, LOST_LIMIT};
 
 pub mod cache;
 mod config;
@@ -53,9 +54,12 @@ pub struct Lease {
 
 /// The highest timestamp the generator may issue at. Heartbeats raise it after each
 /// persisted bound; a registry that loses its lease lowers it to stop issuing at once.
+///
+/// The word itself is a [`LimitWord`](super::word::LimitWord), checked with loom apart
+/// from the wake-up here.
 #[derive(Debug)]
 pub struct IssueLimit {
-    limit: AtomicI64,
+    limit: LimitWord,
     /// Wakes the generator's heartbeat to take a worker id again after [`IssueLimit::lose`].
     lost: tokio::sync::Notify,
 }
@@ -64,7 +68,7 @@ impl IssueLimit {
     /// A limit that forbids issuing until raised.
     pub fn closed() -> Arc<IssueLimit> {
         Arc::new(IssueLimit {
-            limit: AtomicI64::new(i64::MIN),
+            limit: LimitWord::new(LOST_LIMIT),
             lost: tokio::sync::Notify::new(),
         })
     }
@@ -72,20 +76,24 @@ impl IssueLimit {
     /// The current limit (ms since the Unix epoch).
     #[inline]
     pub fn get(&self) -> i64 {
-        // Acquire pairs with `set`: a generator that sees a raised limit also sees the
-        // lease state written before it.
-        self.limit.load(Ordering::Acquire)
+        self.limit.get()
+    }
+
+    /// The atomic word alone, for the generator's gate.
+    #[inline]
+    pub(crate) fn word(&self) -> &LimitWord {
+        &self.limit
     }
 
     /// Sets the limit (raise after a persisted bound, lower on a lost lease).
     pub fn set(&self, limit_ms: i64) {
-        self.limit.store(limit_ms, Ordering::Release);
+        self.limit.set(limit_ms);
     }
 
     /// The lease is lost or in doubt: stops issuing now and wakes the generator to take
     /// a worker id again at once rather than at its next heartbeat.
     pub fn lose(&self) {
-        self.set(i64::MIN);
+        self.set(LOST_LIMIT);
         // notify_one keeps a permit when the heartbeat is busy, so no loss is missed.
         self.lost.notify_one();
     }
@@ -99,17 +107,7 @@ impl IssueLimit {
     /// (lease lost) meanwhile; a lost lease is never reopened by a late heartbeat.
     /// Returns false when the lease was lost.
     pub fn raise(&self, limit_ms: i64) -> bool {
-        // AcqRel: publishes the persisted bound (Release) and orders after a concurrent
-        // loss signal (Acquire) so the check below sees it.
-        self.limit
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
-                if cur == i64::MIN {
-                    None
-                } else {
-                    Some(cur.max(limit_ms))
-                }
-            })
-            .is_ok()
+        self.limit.raise(limit_ms)
     }
 }
 

@@ -526,6 +526,13 @@ impl ZookeeperRegistry {
                     })?;
                 let id = u32::try_from(seq).unwrap_or(u32::MAX);
                 tracing::info!(%path, worker_id = id, "created a forever node for this ip:port");
+                // Our write: a release right after (a refused start) records it, so the
+                // next start need not wait for the node to age.
+                if let Ok(Some(stat)) = client.check_stat(&path).await {
+                    if stat.version == 0 {
+                        st.last_mzxid = Some(stat.mzxid);
+                    }
+                }
                 (path, id, i64::MIN, 0)
             }
         };

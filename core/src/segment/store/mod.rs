@@ -158,21 +158,45 @@ pub(crate) fn bad_row(tag: &str, max_id: i64, step: i64, request: Option<i64>) -
     }
 }
 
-/// The URL with any password replaced, for messages.
+/// The URL with any password replaced, for messages (see [`crate::redact`]).
 pub fn redact(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
+    crate::redact::url(url)
 }
 
 /// Maps a database error to what the user sees.
 pub(crate) fn db_error(e: sqlx::Error) -> Error {
     if let sqlx::Error::Database(db) = &e {
         let msg = db.message();
+        // Configuration, not an outage: retrying cannot help, so say what to fix.
+        if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+            match my.number() {
+                // ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR
+                1045 | 1044 => {
+                    return Error::InvalidConfig(format!(
+                        "the database refused the login ({msg}); check the user and password in the URL \
+                         and the user's grants"
+                    ))
+                }
+                // ER_BAD_DB_ERROR
+                1049 => {
+                    return Error::InvalidConfig(format!(
+                        "{msg}; create the database or fix its name in the URL"
+                    ))
+                }
+                // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: a tag the column's character set
+                // cannot hold (a latin1 table).
+                1366 => {
+                    return Error::InvalidTag {
+                        tag: String::new(),
+                        reason: format!(
+                            "the leaf_alloc table cannot store it ({msg}); convert the table to utf8mb4 \
+                             (ALTER TABLE leaf_alloc CONVERT TO CHARACTER SET utf8mb4)"
+                        ),
+                    }
+                }
+                _ => {}
+            }
+        }
         // MySQL/MariaDB: ER_NO_SUCH_TABLE (1146, SQLSTATE 42S02); SQLite: "no such table".
         if db.code().as_deref() == Some("42S02") || msg.contains("no such table") {
             return Error::TableMissing {

@@ -28,11 +28,19 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leaf_alloc` (
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
 /// A `leaf_alloc` table in MySQL or MariaDB.
-#[derive(Debug)]
 pub struct MysqlStore {
     url: String,
     options: MySqlConnectOptions,
     pool: std::sync::OnceLock<MySqlPool>,
+}
+
+/// By hand: the URL and connect options carry the password.
+impl std::fmt::Debug for MysqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlStore")
+            .field("url", &redact(&self.url))
+            .finish_non_exhaustive()
+    }
 }
 
 impl MysqlStore {
@@ -199,7 +207,13 @@ impl SegmentStore for MysqlStore {
                 Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
                     Err(Error::TagExists { tag: tag.into() })
                 }
-                Err(e) => Err(db_error(e)),
+                Err(e) => Err(match db_error(e) {
+                    Error::InvalidTag { reason, .. } => Error::InvalidTag {
+                        tag: tag.into(),
+                        reason,
+                    },
+                    other => other,
+                }),
             }
         })
     }

@@ -192,28 +192,39 @@ mod tests {
     fn a_forked_child_does_not_keep_the_identity() {
         let id = unique();
         let held = IdentityLock::try_claim(&id).unwrap().unwrap();
-        let mut fds = [0i32; 2];
-        // SAFETY: a plain pipe(2) into a two-element array.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (mut go, mut ready) = ([0i32; 2], [0i32; 2]);
+        // SAFETY: plain pipe(2)s into two-element arrays.
+        assert_eq!(unsafe { libc::pipe(go.as_mut_ptr()) }, 0);
+        assert_eq!(unsafe { libc::pipe(ready.as_mut_ptr()) }, 0);
         // SAFETY: fork in a test; the child only does async-signal-safe calls and _exits.
         let pid = unsafe { libc::fork() };
         if pid == 0 {
-            // Child: its copy was closed by the handler; wait for the parent's go.
+            // Child: the fork handler has closed its copy of the socket by now. Say so,
+            // then wait for the parent's go (EOF if the parent died) and leave.
             let mut b = [0u8; 1];
-            // SAFETY: reading one byte from our pipe, then _exit.
+            // SAFETY: our own pipe ends; _exit skips every destructor.
             unsafe {
-                libc::read(fds[0], b.as_mut_ptr() as *mut _, 1);
+                libc::close(go[1]);
+                libc::write(ready[1], b"r".as_ptr() as *const _, 1);
+                libc::read(go[0], b.as_mut_ptr() as *mut _, 1);
                 libc::_exit(0)
             };
         }
+        let mut b = [0u8; 1];
+        // SAFETY: reading one byte from our pipe.
+        unsafe {
+            libc::close(ready[1]);
+            libc::read(ready[0], b.as_mut_ptr() as *mut _, 1);
+        }
         // Parent lets go while the child lives: the identity is free at once.
         held.release();
-        assert!(IdentityLock::try_claim(&id).unwrap().is_some());
+        let again = IdentityLock::try_claim(&id).unwrap();
         // SAFETY: one byte to our pipe, then reap the child.
         unsafe {
-            libc::write(fds[1], b"x".as_ptr() as *const _, 1);
+            libc::write(go[1], b"x".as_ptr() as *const _, 1);
             let mut status = 0;
             libc::waitpid(pid, &mut status, 0);
         }
+        assert!(again.is_some(), "the forked child kept the identity");
     }
 }

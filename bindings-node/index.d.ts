@@ -10,7 +10,9 @@
 //   and handle (the fast path): `const next = handle.nextId; next()` works.
 // - Generators cannot cross `worker_threads` (they are native objects): connect one per
 //   thread, to the same URL; ids stay unique. Under `cluster` every worker connects
-//   its own, with its own segments and worker id.
+//   its own, with its own segments; a snowflake worker id has one live holder, so
+//   workers sharing one registry URL need a registry that hands out distinct ids
+//   (`local:`, `zookeeper-recycle:`); the others reject with `LEAF_WORKER_ID_IN_USE`.
 
 /**
  * An error of leafid: a plain `Error` whose `message` is the core's message (what
@@ -39,6 +41,8 @@ export type LeafErrorCode =
   | 'LEAF_TIMESTAMP_OVERFLOW'
   | 'LEAF_WORKER_ID_OUT_OF_RANGE'
   | 'LEAF_WORKER_ID_EXHAUSTED'
+  | 'LEAF_WORKER_ID_IN_USE'
+  | 'LEAF_CLOCK_SKEW'
   | 'LEAF_REGISTRY_UNAVAILABLE'
   | 'LEAF_LEASE_LOST'
   | 'LEAF_MALFORMED'
@@ -111,7 +115,7 @@ export declare class SegmentGenerator {
   /** The next id of `tag` as a decimal string (for JSON). */
   nextIdString(tag: string): string;
   /**
-   * `n` ids of `tag` (0 ≤ n ≤ 2^30), ascending within each segment, written straight
+   * `n` ids of `tag` (0 ≤ n ≤ 2^20), ascending within each segment, written straight
    * into the returned array. A bad `n` is a `TypeError` / `RangeError`; otherwise it
    * throws as `nextId` does, and a failed batch hands out none of its ids.
    */
@@ -147,7 +151,7 @@ export declare class TagHandle {
   nextId(): bigint;
   /** The next id as a decimal string (for JSON). */
   nextIdString(): string;
-  /** `n` ids (0 ≤ n ≤ 2^30), as `SegmentGenerator.nextIds`. */
+  /** `n` ids (0 ≤ n ≤ 2^20), as `SegmentGenerator.nextIds`. */
   nextIds(n: number): BigInt64Array;
 }
 
@@ -176,18 +180,31 @@ export interface SnowflakeOptions {
   maxBackwardMs?: number;
   /** How long start-up waits for a clock behind the worker's floor (10000). */
   startupWaitMs?: number;
+  /**
+   * Largest difference allowed between the local clock and the registry's clock
+   * (ZooKeeper's, the database's), checked at connect and on every heartbeat (5000).
+   * Beyond it `connect` rejects with `LEAF_CLOCK_SKEW`. `fixed:` and `local:` have no
+   * clock to compare with.
+   */
+  maxSkewMs?: number;
 }
 
 /** Issues snowflake ids with a worker id from a registry. */
 export declare class SnowflakeGenerator {
   private constructor();
   /**
-   * Acquires a worker id and starts the heartbeat, off the event loop. Rejects with
-   * `LEAF_INVALID_URL` / `LEAF_INVALID_CONFIG` / `LEAF_WORKER_ID_OUT_OF_RANGE` before any
-   * I/O, `LEAF_WORKER_ID_EXHAUSTED` when every id of the pool is held,
-   * `LEAF_REGISTRY_UNAVAILABLE`, `LEAF_CLOCK_BEHIND_REGISTRY` when the clock is behind
-   * a time this worker id may already have used, `LEAF_MALFORMED` / `LEAF_IO` for the
-   * cache file.
+   * Acquires a worker id and starts the heartbeat, off the event loop. A worker id has
+   * at most one live holder: another process (a `cluster` worker started from the same
+   * options) or generator claiming a held identity gets a distinct worker id where the
+   * registry can give one (`local:`, `zookeeper-recycle:`), else the Promise rejects
+   * with `LEAF_WORKER_ID_IN_USE`, whose message names the identity, the holder and what
+   * to do. Rejects with `LEAF_INVALID_URL` / `LEAF_INVALID_CONFIG` /
+   * `LEAF_WORKER_ID_OUT_OF_RANGE` before any I/O (also for a `-` in `ip`, `port` or a
+   * `zookeeper://` name, which Java Leaf cannot read back), `LEAF_WORKER_ID_EXHAUSTED`
+   * when every id of the pool is held, `LEAF_REGISTRY_UNAVAILABLE`,
+   * `LEAF_CLOCK_BEHIND_REGISTRY` when the clock is behind a time this worker id may
+   * already have used, `LEAF_CLOCK_SKEW` when the local clock is more than `maxSkewMs`
+   * off the registry's, `LEAF_MALFORMED` / `LEAF_IO` for the cache file.
    */
   static connect(options: SnowflakeOptions): Promise<SnowflakeGenerator>;
   /**
@@ -195,13 +212,15 @@ export declare class SnowflakeGenerator {
    * Leaf's layout at most 4096 per millisecond (past that it waits for the next ms).
    * Throws `LEAF_CLOCK_MOVED_BACKWARDS` when the clock went back more than
    * `maxBackwardMs`, `LEAF_TIMESTAMP_OVERFLOW` past the layout's range, `LEAF_LEASE_LOST`
-   * when the registry took the worker id away, `LEAF_CLOSED` after `close()`.
+   * when the registry took the worker id away, `LEAF_CLOCK_SKEW` when a heartbeat found
+   * the local clock more than `maxSkewMs` off the registry's (issuing resumes once they
+   * agree), `LEAF_CLOSED` after `close()`.
    */
   nextId(): bigint;
   /** The next id as a decimal string (for JSON). */
   nextIdString(): string;
   /**
-   * `n` ids (0 ≤ n ≤ 2^30) in increasing order, reserving a run of sequence numbers per
+   * `n` ids (0 ≤ n ≤ 2^20) in increasing order, reserving a run of sequence numbers per
    * atomic step; bound by the layout's ids per millisecond like `nextId`.
    */
   nextIds(n: number): BigInt64Array;

@@ -266,11 +266,14 @@ pub unsafe fn str_arg<'b>(
     Some(spill.as_str())
 }
 
-/// The most ids one `nextIds` call hands out (8 GiB of `BigInt64Array`).
-const MAX_BATCH: i64 = 1 << 30;
+/// The most ids one `nextIds` call hands out: the core's limit for every language.
+const MAX_BATCH: i64 = leafid::limits::MAX_BATCH as i64;
+// The RangeError's message below is a literal; it must follow the core's limit.
+const _: () = assert!(MAX_BATCH == 1 << 20);
 
-/// Reads the id count of `nextIds`: a number in `0..=2^30`. Throws a `TypeError` for a
-/// non-number and a `RangeError` out of range, and returns `None`.
+/// Reads the id count of `nextIds`: a number in `0..=2^20` (`leafid::limits::MAX_BATCH`).
+/// Throws a `TypeError` for a non-number and a `RangeError` out of range, and returns
+/// `None`.
 ///
 /// # Safety
 /// `env` and `value` must belong to the current callback.
@@ -288,7 +291,7 @@ pub unsafe fn count_arg(env: sys::napi_env, value: sys::napi_value) -> Option<us
             sys::napi_throw_range_error(
                 env,
                 c"ERR_OUT_OF_RANGE".as_ptr(),
-                c"the count must be between 0 and 2^30".as_ptr(),
+                c"the count must be between 0 and 2^20 (1048576); ask in several batches".as_ptr(),
             )
         };
         return None;

@@ -76,6 +76,8 @@ pub struct SnowflakeOptionsJs {
     pub max_backward_ms: Option<u32>,
     /// How long start-up waits for a clock behind the worker's floor (10 000 ms).
     pub startup_wait_ms: Option<u32>,
+    /// Largest local-vs-registry clock difference (5000 ms).
+    pub max_skew_ms: Option<u32>,
 }
 
 /// An id split into its parts.
@@ -116,6 +118,9 @@ impl JsSnowflakeGenerator {
             }
             if let Some(ms) = options.startup_wait_ms {
                 builder = builder.startup_wait(Duration::from_millis(ms.into()));
+            }
+            if let Some(ms) = options.max_skew_ms {
+                builder = builder.max_skew(Duration::from_millis(ms.into()));
             }
             builder
                 .build_blocking()

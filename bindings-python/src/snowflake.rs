@@ -96,7 +96,7 @@ pub struct PySnowflakeGenerator {
 #[pymethods]
 impl PySnowflakeGenerator {
     #[new]
-    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0))]
+    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None))]
     fn new(
         py: Python<'_>,
         registry: &str,
@@ -105,6 +105,7 @@ impl PySnowflakeGenerator {
         heartbeat: f64,
         max_backward: f64,
         startup_wait: f64,
+        max_skew: Option<f64>,
     ) -> PyResult<Self> {
         let mut builder = SnowflakeGenerator::builder()
             .registry_url(registry)
@@ -112,6 +113,10 @@ impl PySnowflakeGenerator {
             .heartbeat(duration(heartbeat, "heartbeat")?)
             .max_backward(duration(max_backward, "max_backward")?)
             .startup_wait(duration(startup_wait, "startup_wait")?);
+        // None keeps the core's default (`leafid::snowflake::DEFAULT_MAX_SKEW`).
+        if let Some(s) = max_skew {
+            builder = builder.max_skew(duration(s, "max_skew")?);
+        }
         if let Some(layout) = layout {
             builder = builder.layout(layout.inner);
         }

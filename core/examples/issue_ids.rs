@@ -7,7 +7,13 @@
 //! ```
 //! It issues for SECONDS seconds, at most `LEAFID_WORKER_RATE` ids per second (default
 //! 50 000), writes each error as `unix_ms CODE` to `OUT.err`, then prints one JSON
-//! summary line (`{"ids":N,"errors":N,"first_error":"…"}`) to stdout.
+//! summary line (`{"ids":N,"errors":N,"first_error":"…","worker_id":N|null,"out":OUT}`)
+//! to stdout.
+//!
+//! With `LEAFID_START_BARRIER=DIR` it creates `DIR/PID.ready` once its generator is
+//! built (or refused), and a built one waits for `DIR/go` before issuing: the runner
+//! starts every worker of a shared-config run, and lets them issue once all of them
+//! have claimed their worker ids, so each claim is made while the others hold theirs.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -15,16 +21,18 @@ use std::time::{Duration, Instant};
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: issue_ids segment URL TAG SECONDS OUT | snowflake REGISTRY SECONDS OUT";
-    let (mut next, seconds, out): (Box<dyn FnMut() -> leafid::Result<i64>>, f64, String) =
+    let out_arg = args.last().cloned().unwrap_or_default();
+    let (mut next, seconds, out, worker_id): (Next, f64, String, Option<u32>) =
         match args.first().map(String::as_str) {
             Some("segment") if args.len() == 5 => {
                 let gen = leafid::SegmentGenerator::connect_blocking(&args[1], Default::default())
-                    .unwrap_or_else(|e| fail(&e));
-                let h = gen.tag(&args[2]).unwrap_or_else(|e| fail(&e));
+                    .unwrap_or_else(|e| fail(&e, &out_arg));
+                let h = gen.tag(&args[2]).unwrap_or_else(|e| fail(&e, &out_arg));
                 (
                     Box::new(move || h.next_id()),
                     args[3].parse().expect(usage),
                     args[4].clone(),
+                    None,
                 )
             }
             Some("snowflake") if args.len() == 4 => snowflake(&args[1], &args[2], &args[3]),
@@ -33,6 +41,7 @@ fn main() {
                 std::process::exit(2);
             }
         };
+    barrier(true);
     let file = std::fs::File::create(&out).expect("cannot create the output file");
     let mut file = std::io::BufWriter::new(file);
     let mut error_log = std::fs::File::create(format!("{out}.err")).expect("cannot create OUT.err");
@@ -71,8 +80,23 @@ fn main() {
     file.flush().unwrap();
     println!(
         "{}",
-        serde_json::json!({"ids": ids, "errors": errors, "first_error": first_error})
+        serde_json::json!({"ids": ids, "errors": errors, "first_error": first_error,
+                           "worker_id": worker_id, "out": out})
     );
+}
+
+/// `LEAFID_START_BARRIER`: reports this worker's claim as made, then (when it holds a
+/// generator) waits for the runner's go.
+fn barrier(wait: bool) {
+    let Ok(dir) = std::env::var("LEAFID_START_BARRIER") else {
+        return;
+    };
+    let dir = std::path::Path::new(&dir);
+    std::fs::write(dir.join(format!("{}.ready", std::process::id())), "")
+        .expect("cannot write to LEAFID_START_BARRIER");
+    while wait && !dir.join("go").exists() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// CLOCK_MONOTONIC in ms: one clock for every process on the host that faketime (with
@@ -90,27 +114,31 @@ fn monotonic_ms() -> u128 {
 
 type Next = Box<dyn FnMut() -> leafid::Result<i64>>;
 
-fn snowflake(registry: &str, seconds: &str, out: &str) -> (Next, f64, String) {
+fn snowflake(registry: &str, seconds: &str, out: &str) -> (Next, f64, String, Option<u32>) {
     let mut builder = leafid::snowflake::SnowflakeGenerator::builder()
         .registry_url(registry)
-        .unwrap_or_else(|e| fail(&e));
+        .unwrap_or_else(|e| fail(&e, out));
     if let Ok(dir) = std::env::var("LEAFID_CACHE_DIR") {
         builder = builder.cache_dir(dir);
     }
-    let gen = builder.build_blocking().unwrap_or_else(|e| fail(&e));
-    eprintln!("worker id {}", gen.worker_id());
+    let gen = builder.build_blocking().unwrap_or_else(|e| fail(&e, out));
+    let worker_id = gen.worker_id();
+    eprintln!("worker id {worker_id}");
     (
         Box::new(move || gen.next_id()),
         seconds.parse().expect("SECONDS"),
         out.to_string(),
+        Some(worker_id),
     )
 }
 
-fn fail(e: &leafid::Error) -> ! {
+fn fail(e: &leafid::Error, out: &str) -> ! {
     eprintln!("{}: {e}", e.code());
+    barrier(false);
     println!(
         "{}",
-        serde_json::json!({"ids": 0, "errors": 1, "first_error": format!("{}: {e}", e.code())})
+        serde_json::json!({"ids": 0, "errors": 1, "first_error": format!("{}: {e}", e.code()),
+                           "worker_id": null, "out": out})
     );
     std::process::exit(1);
 }

@@ -6,6 +6,7 @@ within each process.
 
     python3 tests/cross/run.py            # needs scripts/services.sh's variables
     python3 tests/cross/run.py --only faults
+    python3 tests/cross/run.py --only shared
 
 Workers: core/examples/issue_ids.rs, tests/cross/worker.py, tests/cross/worker.js (one
 command line for all three). The Python worker runs on $LEAFID_PYTHON (default: the
@@ -13,6 +14,10 @@ test venv of scripts/test-python.sh); the Node worker on the package `npm instal
 built at the repository root. What each fault did to the run (ids issued, errors
 callers saw, time to recover) is printed as a table and written to
 target/cross-report.md.
+
+The shared-config case starts Node `cluster` workers, Python processes and Rust
+processes from ONE registry URL at once (issue 10): every live issuer must hold a
+distinct worker id, the others must have been refused with LEAF_WORKER_ID_IN_USE.
 """
 
 from __future__ import annotations
@@ -156,11 +161,12 @@ def new_mysql_tag(name: str, step: int) -> str:
 
 
 def registries(tag: str) -> dict[str, list[str]]:
-    """Registry URLs, one per worker slot, for each snowflake mode."""
+    """Registry URLs, one per worker slot, for each snowflake mode. `tag` joins its words
+    with `_`: `zookeeper://` refuses a `-` in the name (Java Leaf splits node names on it)."""
     zk, my = env("LEAFID_ZK"), env("LEAFID_MYSQL_URL")
     return {
-        "zookeeper": [f"zookeeper://{zk}/{tag}-zk?port={9000 + i}" for i in range(6)],
-        "zookeeper-recycle": [f"zookeeper-recycle://{zk}/{tag}-rc?port={9100 + i}"
+        "zookeeper": [f"zookeeper://{zk}/{tag}_zk?port={9000 + i}" for i in range(6)],
+        "zookeeper-recycle": [f"zookeeper-recycle://{zk}/{tag}_rc?port={9100 + i}"
                               for i in range(6)],
         "mysql": [f"{my}?port={9200 + i}" for i in range(6)],
     }
@@ -186,7 +192,7 @@ def uniqueness(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[str
     problems = run.wait()
     results.append(("segment, one SQLite file", check(run.files()), problems))
 
-    modes = registries(f"cross-{stamp}")
+    modes = registries(f"cross_{stamp}")
     modes["local"] = [f"local://{tmp}/locks"] * 6
     for mode, urls in modes.items():
         run = Run(tmp, f"snowflake-{mode}")
@@ -194,6 +200,95 @@ def uniqueness(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[str
             run.start(lang, ["snowflake", urls[i], str(seconds)])
         problems = run.wait()
         results.append((f"snowflake, {mode}", check(run.files()), problems))
+    return results
+
+
+@dataclass
+class Issuer:
+    """One generator of a shared-config run, from its worker's summary line."""
+
+    lang: str
+    summary: dict[str, object]
+
+    @property
+    def live(self) -> bool:
+        return self.summary.get("worker_id") is not None
+
+    @property
+    def refused_in_use(self) -> bool:
+        return not self.live and "LEAF_WORKER_ID_IN_USE" in str(self.summary.get("first_error"))
+
+
+def shared_config(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[str, object], list[str]]]:
+    """Every language's processes started at once from ONE registry URL (and one cache
+    dir): Rust and Python processes, and one Node process that is a `cluster` primary
+    forking workers, as a service started from one config would be. Each worker claims
+    its worker id, reports it (LEAFID_START_BARRIER) and waits until every worker has
+    claimed; only then do the live ones issue. So every claim is made while the others
+    hold theirs, and the outcome does not depend on start-up times."""
+    zk, my = env("LEAFID_ZK"), env("LEAFID_MYSQL_URL")
+    # (label, URL, how many live issuers: one per identity, or all of them)
+    cases = [
+        # `_`, not `-`: zookeeper:// refuses a '-' in the name. One fixed mysql identity:
+        # rows of leaf_workerid_alloc are never reused, a fresh one per run would fill it.
+        ("zookeeper://", f"zookeeper://{zk}/cross_shared_{stamp}?port=8080&ip=127.0.0.1", "one"),
+        ("mysql://", f"{my}{'&' if '?' in my else '?'}port=18301&ip=127.0.0.1", "one"),
+        ("zookeeper-recycle://", f"zookeeper-recycle://{zk}/cross_shared_{stamp}_rc", "all"),
+    ]
+    per_lang = 2
+    results = []
+    for label, url, live_expected in cases:
+        run = Run(tmp, "shared-" + label.rstrip(":/"))
+        gate = os.path.join(run.dir, "barrier")
+        os.makedirs(gate)
+        common = {"LEAFID_START_BARRIER": gate, "LEAFID_CACHE_DIR": os.path.join(run.dir, "cache")}
+        args = ["snowflake", url, str(seconds)]
+        for lang in LANGS:
+            if lang == "node":
+                run.start(lang, args, dict(common, LEAFID_CLUSTER_WORKERS=str(per_lang)))
+            else:
+                for _ in range(per_lang):
+                    run.start(lang, args, common)
+        expected = per_lang * len(LANGS)
+        deadline = time.monotonic() + 120
+        while (sum(f.endswith(".ready") for f in os.listdir(gate)) < expected
+               and time.monotonic() < deadline
+               and any(w.proc.poll() is None for w in run.workers)):
+            time.sleep(0.01)
+        open(os.path.join(gate, "go"), "w").close()
+
+        problems: list[str] = []
+        issuers: list[Issuer] = []
+        for w in run.workers:
+            stdout, stderr = w.proc.communicate(timeout=120)
+            lines = [json.loads(l) for l in stdout.splitlines() if l.startswith("{")]
+            want = per_lang if w.lang == "node" else 1
+            if len(lines) != want:
+                problems.append(f"{w.lang} process {w.out} reported {len(lines)} of {want} "
+                                f"generators (exit {w.proc.returncode}): {stderr.strip()[-400:]}")
+            issuers += [Issuer(w.lang, s) for s in lines]
+        live = [i for i in issuers if i.live]
+        refused = [i for i in issuers if i.refused_in_use]
+        for i in issuers:
+            if not i.live and not i.refused_in_use:
+                problems.append(f"{i.lang}: neither issued nor refused with WorkerIdInUse: {i.summary}")
+            elif i.live and (int(i.summary["ids"]) == 0 or int(i.summary["errors"]) > 0):  # type: ignore[call-overload]
+                problems.append(f"{i.lang}: live issuer with no ids or with errors: {i.summary}")
+        worker_ids = sorted(int(i.summary["worker_id"]) for i in live)  # type: ignore[call-overload]
+        if len(set(worker_ids)) != len(worker_ids):
+            problems.append(f"live issuers share a worker id: {worker_ids}")
+        if live_expected == "one" and len(live) != 1:
+            problems.append(f"{len(live)} live issuers of one identity (expected exactly 1)")
+        if live_expected == "all" and len(live) != len(issuers):
+            problems.append(f"{len(issuers) - len(live)} of {len(issuers)} refused; this registry "
+                            "gives each process an id of its own")
+        res: dict[str, object] = check([str(i.summary["out"]) for i in live]) if live else {
+            "files": 0, "ids": 0, "duplicates": 0, "out_of_order": 0, "ok": False}
+        res.update(live=len(live), refused=len(refused), worker_ids=worker_ids,
+                   issuers=len(issuers))
+        langs = ", ".join(f"{lang} {per_lang}" if lang != "node" else f"node cluster {per_lang}"
+                          for lang in LANGS)
+        results.append((f"{label} ({langs})", res, problems))
     return results
 
 
@@ -210,7 +305,7 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
     """One 28-second run with every fault injected in turn while all modes issue."""
     run = Run(tmp, "faults")
     tag = new_mysql_tag(f"cross-fault-{stamp}", 2000)
-    modes = registries(f"cross-fault-{stamp}")
+    modes = registries(f"cross_fault_{stamp}")
     recycle = [u + "&session_timeout_ms=2000" for u in modes["zookeeper-recycle"]]
     # Leaf's forever nodes on the three-node ensemble, of which one member is stopped.
     ensemble = [u.replace(env("LEAFID_ZK"), env("LEAFID_ZK_ENSEMBLE"))
@@ -346,7 +441,7 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", choices=["uniqueness", "faults"])
+    parser.add_argument("--only", choices=["uniqueness", "shared", "faults"])
     parser.add_argument("--seconds", type=float, default=3.0)
     opts = parser.parse_args()
     subprocess.run(["cargo", "build", "-q", "-p", "leafid", "--example", "issue_ids",
@@ -362,6 +457,21 @@ def main() -> int:
                 ok = bool(res["ok"]) and not problems and int(res["ids"]) > 0  # type: ignore[call-overload]
                 passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
                 report.append(f"| {name} | {res['files']} | {res['ids']} | {res['duplicates']} "
+                              f"| {res['out_of_order']} | {'ok' if ok else 'FAILED'} |")
+                for p in problems:
+                    report.append(f"  - {p}")
+            report.append("")
+        if opts.only in (None, "shared"):
+            report += ["Shared config: every process started at once from ONE registry URL "
+                       "(a worker id has one live holder)", "",
+                       "| registry URL (processes) | generators | live (worker ids) "
+                       "| refused: WorkerIdInUse | ids | duplicates | out of order | result |",
+                       "|---|---|---|---|---|---|---|---|"]
+            for name, res, problems in shared_config(tmp, stamp, opts.seconds):
+                ok = bool(res["ok"]) and not problems and int(res["ids"]) > 0  # type: ignore[call-overload]
+                passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
+                report.append(f"| {name} | {res['issuers']} | {res['live']} {res['worker_ids']} "
+                              f"| {res['refused']} | {res['ids']} | {res['duplicates']} "
                               f"| {res['out_of_order']} | {'ok' if ok else 'FAILED'} |")
                 for p in problems:
                     report.append(f"  - {p}")

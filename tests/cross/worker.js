@@ -2,14 +2,34 @@
 // (core/examples/issue_ids.rs):
 //   node worker.js segment URL TAG SECONDS OUT
 //   node worker.js snowflake REGISTRY_URL SECONDS OUT
+// and the same summary line and LEAFID_START_BARRIER handshake. With
+// LEAFID_CLUSTER_WORKERS=K it is a `cluster` primary that forks K workers of this same
+// script and command line, as a service started from one config would; worker i writes
+// OUT.i and prints its own summary line.
 'use strict';
+const cluster = require('node:cluster');
 const fs = require('node:fs');
 const path = require('node:path');
 const { SegmentGenerator, SnowflakeGenerator } = require(path.join(__dirname, '..', '..'));
 
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// LEAFID_START_BARRIER: reports this worker's claim as made, then (when it holds a
+// generator) waits for the runner's go.
+async function barrier(wait) {
+  const dir = process.env.LEAFID_START_BARRIER;
+  if (!dir) return;
+  fs.writeFileSync(path.join(dir, `${process.pid}.ready`), '');
+  while (wait && !fs.existsSync(path.join(dir, 'go'))) await sleep(2);
+}
+
 async function main() {
   const args = process.argv.slice(2);
+  const index = process.env.LEAFID_CLUSTER_INDEX;
+  if (index !== undefined) args[args.length - 1] += `.${index}`;
   let next, seconds, out, gen;
+  let workerId = null;
+  out = args[args.length - 1];
   try {
     if (args[0] === 'segment') {
       [, , , seconds, out] = args;
@@ -21,12 +41,15 @@ async function main() {
       const options = { registry: args[1] };
       if (process.env.LEAFID_CACHE_DIR) options.cacheDir = process.env.LEAFID_CACHE_DIR;
       gen = await SnowflakeGenerator.connect(options);
+      workerId = gen.workerId;
       next = () => gen.nextId();
     }
   } catch (e) {
-    console.log(JSON.stringify({ ids: 0, errors: 1, first_error: `${e.code}: ${e.message}` }));
+    await barrier(false);
+    console.log(JSON.stringify({ ids: 0, errors: 1, first_error: `${e.code}: ${e.message}`, worker_id: null, out }));
     return 1;
   }
+  await barrier(true);
   const rate = Number(process.env.LEAFID_WORKER_RATE || 50000);
   const file = fs.openSync(out, 'w');
   const errLog = fs.openSync(`${out}.err`, 'w');
@@ -58,11 +81,30 @@ async function main() {
   }
   fs.closeSync(file);
   fs.closeSync(errLog);
-  gen.close();
-  console.log(JSON.stringify({ ids, errors, first_error: firstError }));
+  await gen.close();
+  console.log(JSON.stringify({ ids, errors, first_error: firstError, worker_id: workerId, out }));
   return 0;
 }
 
-main().then((code) => {
-  process.exitCode = code;
-});
+// The primary exits 0 when every worker did.
+function primary(workers) {
+  let failed = 0;
+  let left = workers;
+  for (let i = 0; i < workers; i++) {
+    cluster.fork({ LEAFID_CLUSTER_INDEX: String(i) }).on('exit', (code) => {
+      if (code !== 0) failed++;
+      if (--left === 0) process.exitCode = failed ? 1 : 0;
+    });
+  }
+}
+
+const workers = Number(process.env.LEAFID_CLUSTER_WORKERS || 0);
+if (workers > 0 && cluster.isPrimary) {
+  primary(workers);
+} else {
+  main().then((code) => {
+    process.exitCode = code;
+    // A cluster worker's channel to its primary keeps it alive: let go of it.
+    if (cluster.isWorker) process.disconnect();
+  });
+}

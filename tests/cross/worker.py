@@ -3,6 +3,8 @@ worker (core/examples/issue_ids.rs):
 
     python worker.py segment URL TAG SECONDS OUT
     python worker.py snowflake REGISTRY_URL SECONDS OUT
+
+and the same summary line and `LEAFID_START_BARRIER` handshake.
 """
 
 from __future__ import annotations
@@ -11,26 +13,45 @@ import json
 import os
 import sys
 import time
+from typing import Callable
 
 import leafid
 
 
+def barrier(wait: bool) -> None:
+    """`LEAFID_START_BARRIER`: reports this worker's claim as made, then (when it holds a
+    generator) waits for the runner's go."""
+    d = os.environ.get("LEAFID_START_BARRIER")
+    if not d:
+        return
+    open(os.path.join(d, f"{os.getpid()}.ready"), "w").close()
+    while wait and not os.path.exists(os.path.join(d, "go")):
+        time.sleep(0.002)
+
+
 def main() -> int:
     args = sys.argv[1:]
+    out = args[-1]
+    worker_id: int | None = None
     try:
+        next_id: Callable[[], int]
         if args[0] == "segment":
             url, tag, seconds, out = args[1], args[2], float(args[3]), args[4]
             gen = leafid.SegmentGenerator(url)
             next_id = gen.tag(tag).next_id
         else:
             registry, seconds, out = args[1], float(args[2]), args[3]
-            gen = leafid.SnowflakeGenerator(
+            sf = leafid.SnowflakeGenerator(
                 registry=registry, cache_dir=os.environ.get("LEAFID_CACHE_DIR")
             )
-            next_id = gen.next_id
+            next_id = sf.next_id
+            worker_id = sf.worker_id
     except leafid.LeafError as e:
-        print(json.dumps({"ids": 0, "errors": 1, "first_error": f"{e.code}: {e}"}))
+        barrier(False)
+        print(json.dumps({"ids": 0, "errors": 1, "first_error": f"{e.code}: {e}",
+                          "worker_id": None, "out": out}))
         return 1
+    barrier(True)
     rate = float(os.environ.get("LEAFID_WORKER_RATE", "50000"))
     ids = errors = 0
     first_error = ""
@@ -57,7 +78,8 @@ def main() -> int:
                 f.write("\n".join(lines) + "\n")
             f.flush()
             err_log.flush()
-    print(json.dumps({"ids": ids, "errors": errors, "first_error": first_error}))
+    print(json.dumps({"ids": ids, "errors": errors, "first_error": first_error,
+                      "worker_id": worker_id, "out": out}))
     return 0
 
 

@@ -181,3 +181,35 @@ test('LEAF_CLOCK_BEHIND_REGISTRY: a process whose clock is behind its worker cac
   assert.equal(r.error, undefined, `faketime (Debian package faketime) must be installed: ${r.error}`);
   assert.equal(r.stdout.trim(), 'LEAF_CLOCK_BEHIND_REGISTRY', r.stderr);
 });
+
+test('LEAF_INVALID_URL: a "-" in ip, port or zookeeper:// name, refused before any I/O', async () => {
+  // Nothing listens on port 1: had the registry been contacted, the code would be
+  // LEAF_REGISTRY_UNAVAILABLE. Java Leaf splits node names `ip:port-seq` on '-'.
+  for (const registry of [
+    'zookeeper://127.0.0.1:1/order?port=80-81&ip=127.0.0.1',
+    'zookeeper://127.0.0.1:1/order?port=8080&ip=host-a',
+    'zookeeper://127.0.0.1:1/my-order?port=8080&ip=127.0.0.1',
+    'mysql://root:x@127.0.0.1:1/leafid?port=80-81&ip=127.0.0.1',
+    'mysql://root:x@127.0.0.1:1/leafid?port=8080&ip=host-a',
+  ]) {
+    await assert.rejects(
+      SnowflakeGenerator.connect({ registry, cacheDir: tempDir(), startupWaitMs: 0 }),
+      (e) => isLeafError('LEAF_INVALID_URL')(e) && e.message.includes("'-'"),
+      registry,
+    );
+  }
+  // zookeeper-recycle:// is leafid's own tree, which Java Leaf never reads: accepted.
+  await assert.rejects(
+    SnowflakeGenerator.connect({ registry: 'zookeeper-recycle://127.0.0.1:1/my-pool?connect_timeout_ms=300', cacheDir: tempDir(), startupWaitMs: 0 }),
+    isLeafError('LEAF_REGISTRY_UNAVAILABLE'),
+  );
+});
+
+test('LEAF_INVALID_CONFIG: maxSkewMs out of range', async () => {
+  for (const maxSkewMs of [1, 3601000]) {
+    await assert.rejects(
+      SnowflakeGenerator.connect({ registry: 'fixed:1', cacheDir: tempDir(), maxSkewMs }),
+      (e) => isLeafError('LEAF_INVALID_CONFIG')(e) && /max_skew/.test(e.message),
+    );
+  }
+});

@@ -14,8 +14,10 @@ function mysqlUrl() {
   return url;
 }
 
+// Joined with `_`, not `-`: the result is also used as a `zookeeper://` name, which
+// refuses a `-` (Java Leaf splits node names on it).
 function uniqueTag(name) {
-  return `node-${name}-${process.pid}-${process.hrtime.bigint()}`;
+  return `node_${name}_${process.pid}_${process.hrtime.bigint()}`;
 }
 
 module.exports = { tmpdir, mysqlUrl, uniqueTag };

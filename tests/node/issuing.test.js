@@ -44,7 +44,7 @@ test('nextId(tag) checks its argument: a non-string is a TypeError, a long tag L
   await gen.close();
 });
 
-test('nextIds checks its count: a non-number is a TypeError, out of 0..2^30 a RangeError', async () => {
+test('nextIds checks its count: a non-number is a TypeError, out of 0..2^20 (the core\'s batch limit) a RangeError', async () => {
   const gen = await leafid.SegmentGenerator.connect('memory:');
   await gen.createTag('t');
   const h = gen.tag('t');
@@ -54,6 +54,7 @@ test('nextIds checks its count: a non-number is a TypeError, out of 0..2^30 a Ra
   assert.throws(() => h.nextIds('3'), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
   assert.throws(() => h.nextIds(-1), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' });
   assert.throws(() => gen.nextIds('t', 2 ** 31), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' });
+  assert.throws(() => h.nextIds(2 ** 20 + 1), { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' });
   assert.throws(() => gen.nextIds('absent', 2), { code: 'LEAF_TAG_NOT_FOUND' });
   // None of the refused calls consumed an id.
   assert.equal(h.nextId(), 6n);
@@ -135,7 +136,7 @@ function registryCases() {
   const zk = process.env.LEAFID_ZK;
   const mysql = process.env.LEAFID_MYSQL_URL;
   if (!zk || !mysql) throw new Error('LEAFID_ZK / LEAFID_MYSQL_URL are not set: source .services/env');
-  const name = `node-test-${process.pid}-${Date.now()}`;
+  const name = `node_test_${process.pid}_${Date.now()}`;
   return [
     ['zookeeper', `zookeeper://${zk}/${name}?port=7001`, 'zookeeper://127.0.0.1:1/unreachable?port=7001'],
     ['zookeeper-recycle', `zookeeper-recycle://${zk}/${name}-pool`, 'zookeeper-recycle://127.0.0.1:1/unreachable'],

@@ -4,6 +4,7 @@ meet arrives as its own class with the core's message and code."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -54,11 +55,15 @@ def _code(e: pytest.ExceptionInfo[leafid.LeafError]) -> str:
 def test_clock_behind_the_local_bound_refuses_to_start(tmp_path: Path) -> None:
     locks = tmp_path / "locks"
     locks.mkdir()
-    # Worker 0 claims to have issued up to an hour from now.
-    (locks / "worker-0.json").write_text(json.dumps(
-        {"worker_id": 0, "bound_ms": time.time_ns() // 1_000_000 + 3_600_000}))
+    # A pool of two ids (one worker bit), both claimed to have issued up to an hour from
+    # now: no free id whose bound is past (one would be taken instead).
+    layout = leafid.Layout(timestamp_bits=41, worker_bits=1, sequence_bits=21)
+    for worker_id in (0, 1):
+        (locks / f"worker-{worker_id}.json").write_text(json.dumps(
+            {"worker_id": worker_id, "bound_ms": time.time_ns() // 1_000_000 + 3_600_000}))
     with pytest.raises(leafid.ClockBehindRegistry) as e:
-        leafid.SnowflakeGenerator(f"local://{locks}", cache_dir=tmp_path, startup_wait=0.0)
+        leafid.SnowflakeGenerator(f"local://{locks}", layout=layout, cache_dir=tmp_path,
+                                  startup_wait=0.0)
     assert isinstance(e.value, leafid.ClockError)
     assert _code(e) == "LEAF_CLOCK_BEHIND_REGISTRY" and "behind" in str(e.value)
 
@@ -130,3 +135,62 @@ def test_spent_segments_without_a_refill_are_segments_exhausted(tmp_path: Path) 
         holder.communicate("")
     assert isinstance(e.value, leafid.UnavailableError) and _code(e) == "LEAF_SEGMENTS_EXHAUSTED"
     assert "both segments spent" in str(e.value)
+
+
+@pytest.mark.parametrize("url", [
+    "zookeeper://127.0.0.1:1/order?port=80-81&ip=127.0.0.1",
+    "zookeeper://127.0.0.1:1/order?port=8080&ip=host-a",
+    "zookeeper://127.0.0.1:1/my-order?port=8080&ip=127.0.0.1",
+    "mysql://root:x@127.0.0.1:1/leafid?port=80-81&ip=127.0.0.1",
+    "mysql://root:x@127.0.0.1:1/leafid?port=8080&ip=host-a",
+], ids=["zk_port", "zk_ip", "zk_name", "mysql_port", "mysql_ip"])
+def test_identity_java_leaf_cannot_read_is_invalid_url_before_any_io(url: str, tmp_path: Path) -> None:
+    # Nothing listens on port 1: had the registry been contacted, this would be
+    # RegistryUnavailable. Java Leaf splits node names `ip:port-seq` on '-'.
+    with pytest.raises(leafid.InvalidUrl) as e:
+        leafid.SnowflakeGenerator(url, cache_dir=tmp_path, startup_wait=0.0)
+    assert isinstance(e.value, ValueError) and _code(e) == "LEAF_INVALID_URL"
+    assert "'-'" in str(e.value)
+
+
+def test_recycle_pool_name_may_carry_a_dash(tmp_path: Path) -> None:
+    # zookeeper-recycle:// is leafid's own tree, which Java Leaf never reads: the URL is
+    # accepted and the registry contacted (nothing listens on port 1).
+    with pytest.raises(leafid.RegistryUnavailable):
+        leafid.SnowflakeGenerator("zookeeper-recycle://127.0.0.1:1/my-pool?connect_timeout_ms=300",
+                                  cache_dir=tmp_path, startup_wait=0.0)
+
+
+@pytest.mark.parametrize("max_skew", [0.001, 3601.0, -1.0])
+def test_max_skew_out_of_range_is_invalid_config(max_skew: float, tmp_path: Path) -> None:
+    with pytest.raises(leafid.InvalidConfig) as e:
+        leafid.SnowflakeGenerator("fixed:1", cache_dir=tmp_path, max_skew=max_skew)
+    assert "max_skew" in str(e.value)
+
+
+def test_worker_id_in_use_and_clock_skew_sit_in_their_groups() -> None:
+    assert issubclass(leafid.WorkerIdInUse, leafid.UnavailableError)
+    assert issubclass(leafid.ClockSkew, leafid.ClockError)
+    assert not issubclass(leafid.WorkerIdInUse, ValueError)
+
+
+SKEWED = """
+import sys, leafid
+try:
+    leafid.SnowflakeGenerator(sys.argv[1], cache_dir=sys.argv[2], max_skew=1.0, startup_wait=0.0)
+except leafid.ClockSkew as e:
+    print(e.code, e)
+    sys.exit(0)
+sys.exit("started with a clock 30 s ahead of ZooKeeper's")
+"""
+
+
+def test_local_clock_ahead_of_zookeeper_beyond_max_skew_is_clock_skew(zk: str, tmp_path: Path) -> None:
+    # The whole process runs 30 s ahead (libfaketime); ZooKeeper's clock is the host's.
+    env = dict(os.environ, LD_PRELOAD="/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+               FAKETIME="+30s", FAKETIME_DONT_FAKE_MONOTONIC="1")
+    registry = f"zookeeper://{zk}/py_skew_{os.getpid()}_{time.time_ns()}?port=8080&ip=127.0.0.1"
+    res = subprocess.run([sys.executable, "-c", SKEWED, registry, str(tmp_path)], env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.startswith("LEAF_CLOCK_SKEW ") and "ahead" in res.stdout

@@ -18,8 +18,9 @@ import leafid
 
 @pytest.fixture
 def name() -> str:
-    """A registry name (ZooKeeper path / identity) no other test run shares."""
-    return f"py-{os.getpid()}-{time.time_ns()}"
+    """A registry name (ZooKeeper path / identity) no other test run shares; `_`, not
+    `-`, which `zookeeper://` refuses in a name (Java Leaf splits node names on it)."""
+    return f"py_{os.getpid()}_{time.time_ns()}"
 
 
 def test_zookeeper_gives_each_ip_port_its_own_forever_id(zk: str, name: str, tmp_path: Path) -> None:

@@ -78,7 +78,7 @@ def test_closed_snowflake_generator_refuses(tmp_path: Path) -> None:
 def test_zookeeper_registry_issues_and_refuses_in_a_forked_child(zk: str, tmp_path: Path) -> None:
     import os
 
-    registry = f"zookeeper://{zk}/py-{os.getpid()}-{time.time_ns()}?port=8080&ip=127.0.0.1"
+    registry = f"zookeeper://{zk}/py_{os.getpid()}_{time.time_ns()}?port=8080&ip=127.0.0.1"
     with leafid.SnowflakeGenerator(registry, cache_dir=tmp_path) as sf:
         ids = [sf.next_id() for _ in range(100)]
         assert ids == sorted(set(ids)) and leafid.decode(ids[-1]).worker_id == sf.worker_id

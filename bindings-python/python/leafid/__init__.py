@@ -23,6 +23,7 @@ from ._errors import (
     ClockBehindRegistry,
     ClockError,
     ClockMovedBackwards,
+    ClockSkew,
     Closed,
     ConfigError,
     InvalidConfig,
@@ -41,6 +42,7 @@ from ._errors import (
     TimestampOverflow,
     UnavailableError,
     WorkerIdExhausted,
+    WorkerIdInUse,
     WorkerIdOutOfRange,
 )
 from ._leafid import (
@@ -85,6 +87,7 @@ __all__ = [
     "ClockBehindRegistry",
     "ClockError",
     "ClockMovedBackwards",
+    "ClockSkew",
     "Closed",
     "ConfigError",
     "DecodedId",
@@ -110,6 +113,7 @@ __all__ = [
     "TimestampOverflow",
     "UnavailableError",
     "WorkerIdExhausted",
+    "WorkerIdInUse",
     "WorkerIdOutOfRange",
     "decode",
     "decode_base62",

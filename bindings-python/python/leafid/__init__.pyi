@@ -10,6 +10,7 @@ from ._errors import (
     ClockBehindRegistry as ClockBehindRegistry,
     ClockError as ClockError,
     ClockMovedBackwards as ClockMovedBackwards,
+    ClockSkew as ClockSkew,
     Closed as Closed,
     ConfigError as ConfigError,
     InvalidConfig as InvalidConfig,
@@ -28,6 +29,7 @@ from ._errors import (
     TimestampOverflow as TimestampOverflow,
     UnavailableError as UnavailableError,
     WorkerIdExhausted as WorkerIdExhausted,
+    WorkerIdInUse as WorkerIdInUse,
     WorkerIdOutOfRange as WorkerIdOutOfRange,
 )
 
@@ -36,6 +38,7 @@ __all__ = [
     "ClockBehindRegistry",
     "ClockError",
     "ClockMovedBackwards",
+    "ClockSkew",
     "Closed",
     "ConfigError",
     "DecodedId",
@@ -61,6 +64,7 @@ __all__ = [
     "TimestampOverflow",
     "UnavailableError",
     "WorkerIdExhausted",
+    "WorkerIdInUse",
     "WorkerIdOutOfRange",
     "decode",
     "decode_base62",
@@ -192,8 +196,25 @@ class SnowflakeGenerator:
         heartbeat: float = 3.0,
         max_backward: float = 0.005,
         startup_wait: float = 10.0,
-    ) -> "SnowflakeGenerator": ...
-    def next_id(self) -> int: ...
+        max_skew: Optional[float] = None,
+    ) -> "SnowflakeGenerator":
+        """Acquires a worker id from ``registry``. Durations are in seconds:
+        ``heartbeat`` (how often the time bound is persisted), ``max_backward`` (largest
+        backward clock step waited out), ``startup_wait`` (how long start-up waits for a
+        clock behind the worker's floor), ``max_skew`` (largest difference allowed
+        between the local clock and the registry's clock; ``None``: the core's default,
+        5 s; ``fixed:`` and ``local:`` have no clock to compare with). Ranges are the
+        core's (``SnowflakeBuilder``); a value outside raises ``InvalidConfig``.
+
+        Raises ``WorkerIdInUse`` when the identity's worker id has another live holder
+        and the registry cannot give a distinct one, ``ClockSkew`` beyond ``max_skew``,
+        ``InvalidUrl`` before any I/O for an identity Java Leaf cannot read (a ``-`` in
+        ``ip``, ``port`` or a ``zookeeper://`` name)."""
+    def next_id(self) -> int:
+        """The next id, greater than every id this generator issued before. Raises
+        ``ClockMovedBackwards``, ``LeaseLost`` when the registry took the worker id away,
+        ``ClockSkew`` when a heartbeat found the clocks more than ``max_skew`` apart
+        (issuing resumes once they agree), ``Closed`` after ``close()``."""
     def next_ids(self, n: int) -> list[int]: ...
     def next_ids_array(self, n: int) -> "array.array[int]":
         """``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work."""

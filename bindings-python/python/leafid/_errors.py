@@ -70,6 +70,14 @@ class WorkerIdExhausted(UnavailableError):
     """Every worker id of the pool is held."""
 
 
+class WorkerIdInUse(UnavailableError):
+    """The worker id this generator's identity maps to has a live holder already
+    (another process or generator started from the same configuration, or a Java Leaf
+    server on the same ip:port). The message names the identity, the holder and what to
+    do: ``zookeeper-recycle://`` or ``local://`` for multi-process servers, or one
+    identity per process."""
+
+
 class Io(UnavailableError):
     """A local file (cache, lock) could not be read or written."""
 
@@ -88,6 +96,11 @@ class ClockBehindRegistry(ClockError):
 
 class TimestampOverflow(ClockError):
     """The timestamp no longer fits the layout."""
+
+
+class ClockSkew(ClockError):
+    """The local clock differs from the registry's clock (ZooKeeper's, the database's)
+    by more than ``max_skew``; fix NTP on this host or raise ``max_skew``."""
 
 
 class TagExists(LeafError):

@@ -1,7 +1,5 @@
 //! `SegmentGenerator`, `TagHandle`: wrap `leafid::segment`.
 
-use std::time::Duration;
-
 use leafid::{SegmentGenerator, SegmentOptions, TagHandle};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -15,9 +13,9 @@ use crate::task::{blocking, Blocking};
 #[derive(Default)]
 pub struct SegmentOptionsJs {
     /// How long `nextId` waits for a refill when both segments are spent (1000 ms).
-    pub wait_timeout_ms: Option<u32>,
+    pub wait_timeout_ms: Option<f64>,
     /// How often the tag list is reloaded (60 000 ms).
-    pub refresh_interval_ms: Option<u32>,
+    pub refresh_interval_ms: Option<f64>,
     /// Create `leaf_alloc` if missing (false; SQLite always does).
     pub create_table: Option<bool>,
     /// Preload the next segment at 10% (true).
@@ -26,21 +24,27 @@ pub struct SegmentOptionsJs {
     pub max_step: Option<i64>,
 }
 
-impl From<SegmentOptionsJs> for SegmentOptions {
-    fn from(o: SegmentOptionsJs) -> Self {
+impl SegmentOptionsJs {
+    /// The core's options; numbers checked by the core's limits (no silent coercion of
+    /// -1, NaN or Infinity).
+    fn core(self) -> leafid::Result<SegmentOptions> {
+        use leafid::limits::{millis, Huge};
+        let o = self;
         let d = SegmentOptions::default();
-        SegmentOptions {
-            wait_timeout: o
-                .wait_timeout_ms
-                .map_or(d.wait_timeout, |ms| Duration::from_millis(ms.into())),
-            refresh_interval: o
-                .refresh_interval_ms
-                .map_or(d.refresh_interval, |ms| Duration::from_millis(ms.into())),
+        Ok(SegmentOptions {
+            wait_timeout: match o.wait_timeout_ms {
+                Some(ms) => millis("waitTimeoutMs", ms, Huge::NoLimit)?,
+                None => d.wait_timeout,
+            },
+            refresh_interval: match o.refresh_interval_ms {
+                Some(ms) => millis("refreshIntervalMs", ms, Huge::Refuse)?,
+                None => d.refresh_interval,
+            },
             create_table: o.create_table.unwrap_or(d.create_table),
             double_buffer: o.double_buffer.unwrap_or(d.double_buffer),
             max_step: o.max_step.unwrap_or(d.max_step),
             clock: d.clock,
-        }
+        })
     }
 }
 
@@ -94,9 +98,9 @@ impl JsSegmentGenerator {
         url: String,
         options: Option<SegmentOptionsJs>,
     ) -> AsyncTask<Blocking<fast::Bound<JsSegmentGenerator>>> {
-        let opts: SegmentOptions = options.unwrap_or_default().into();
+        let opts = options.unwrap_or_default().core();
         blocking(move || {
-            SegmentGenerator::connect_blocking(&url, opts)
+            SegmentGenerator::connect_blocking(&url, opts?)
                 .map(|inner| fast::Bound(JsSegmentGenerator { inner }))
         })
     }

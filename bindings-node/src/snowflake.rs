@@ -1,7 +1,5 @@
 //! `SnowflakeGenerator`, `Layout`, `decode`: wrap `leafid::snowflake`.
 
-use std::time::Duration;
-
 use leafid::snowflake::{Layout, SnowflakeGenerator, LEAF_EPOCH_MS};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -71,13 +69,13 @@ pub struct SnowflakeOptionsJs {
     /// Directory of the worker cache file.
     pub cache_dir: Option<String>,
     /// How often the time bound is persisted (3000 ms).
-    pub heartbeat_ms: Option<u32>,
+    pub heartbeat_ms: Option<f64>,
     /// Largest backward clock step waited out (5 ms).
-    pub max_backward_ms: Option<u32>,
+    pub max_backward_ms: Option<f64>,
     /// How long start-up waits for a clock behind the worker's floor (10 000 ms).
-    pub startup_wait_ms: Option<u32>,
+    pub startup_wait_ms: Option<f64>,
     /// Largest local-vs-registry clock difference (5000 ms).
-    pub max_skew_ms: Option<u32>,
+    pub max_skew_ms: Option<f64>,
 }
 
 /// An id split into its parts.
@@ -110,17 +108,19 @@ impl JsSnowflakeGenerator {
             if let Some(dir) = options.cache_dir {
                 builder = builder.cache_dir(dir);
             }
+            // The core's limits: no silent coercion of -1, NaN or Infinity.
+            use leafid::limits::{millis, Huge};
             if let Some(ms) = options.heartbeat_ms {
-                builder = builder.heartbeat(Duration::from_millis(ms.into()));
+                builder = builder.heartbeat(millis("heartbeatMs", ms, Huge::Refuse)?);
             }
             if let Some(ms) = options.max_backward_ms {
-                builder = builder.max_backward(Duration::from_millis(ms.into()));
+                builder = builder.max_backward(millis("maxBackwardMs", ms, Huge::Refuse)?);
             }
             if let Some(ms) = options.startup_wait_ms {
-                builder = builder.startup_wait(Duration::from_millis(ms.into()));
+                builder = builder.startup_wait(millis("startupWaitMs", ms, Huge::NoLimit)?);
             }
             if let Some(ms) = options.max_skew_ms {
-                builder = builder.max_skew(Duration::from_millis(ms.into()));
+                builder = builder.max_skew(millis("maxSkewMs", ms, Huge::Refuse)?);
             }
             builder
                 .build_blocking()

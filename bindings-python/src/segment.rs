@@ -14,12 +14,9 @@ pub struct PySegmentGenerator {
     inner: SegmentGenerator,
 }
 
-fn seconds(s: f64, name: &str) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| {
-        crate::error::to_py(leafid::Error::InvalidConfig(format!(
-            "{name} must be a non-negative number of seconds, got {s}"
-        )))
-    })
+/// Seconds to a duration by the core's limits (huge waits mean "no limit").
+fn seconds(s: f64, name: &str, huge: leafid::limits::Huge) -> PyResult<Duration> {
+    leafid::limits::seconds(name, s, huge).map_err(crate::error::to_py)
 }
 
 #[pymethods]
@@ -36,8 +33,12 @@ impl PySegmentGenerator {
         max_step: i64,
     ) -> PyResult<Self> {
         let opts = SegmentOptions {
-            wait_timeout: seconds(wait_timeout, "wait_timeout")?,
-            refresh_interval: seconds(refresh_interval, "refresh_interval")?,
+            wait_timeout: seconds(wait_timeout, "wait_timeout", leafid::limits::Huge::NoLimit)?,
+            refresh_interval: seconds(
+                refresh_interval,
+                "refresh_interval",
+                leafid::limits::Huge::Refuse,
+            )?,
             create_table,
             double_buffer,
             max_step,

@@ -79,12 +79,14 @@ impl PyLayout {
     }
 }
 
+/// Seconds to a duration by the core's limits (a huge start-up wait means "no limit").
 fn duration(s: f64, name: &str) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| {
-        to_py(leafid::Error::InvalidConfig(format!(
-            "{name} must be a non-negative number of seconds, got {s}"
-        )))
-    })
+    let huge = if name == "startup_wait" {
+        leafid::limits::Huge::NoLimit
+    } else {
+        leafid::limits::Huge::Refuse
+    };
+    leafid::limits::seconds(name, s, huge).map_err(to_py)
 }
 
 /// Issues snowflake ids with a worker id from a registry.
@@ -97,6 +99,8 @@ pub struct PySnowflakeGenerator {
 impl PySnowflakeGenerator {
     #[new]
     #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None))]
+    // Python keyword arguments, one per option: the signature is the API.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         registry: &str,

@@ -225,7 +225,7 @@ impl SegmentGenerator {
 
     /// `n` ids of `tag`, ascending within each segment.
     pub fn next_ids(&self, tag: &str, n: usize) -> Result<Vec<i64>> {
-        let mut out = vec![0; n];
+        let mut out = vec![0; crate::limits::batch(n as u64)?];
         self.fill(tag, &mut out)?;
         Ok(out)
     }
@@ -338,7 +338,7 @@ impl TagHandle {
 
     /// `n` ids, ascending within each segment.
     pub fn next_ids(&self, n: usize) -> Result<Vec<i64>> {
-        let mut out = vec![0; n];
+        let mut out = vec![0; crate::limits::batch(n as u64)?];
         self.fill(&mut out)?;
         Ok(out)
     }

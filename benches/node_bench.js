@@ -80,8 +80,9 @@ async function main() {
   // for the next millisecond: that row measures the layout. The 41 + 1 + 21 layout
   // (2 M ids per ms) shows the call itself.
   const sf = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:1', cacheDir: dir });
+  // A worker id has one holder per host: the second generator takes another id.
   const wide = await leafid.SnowflakeGenerator.connect({
-    registry: 'fixed:1',
+    registry: 'fixed:0',
     cacheDir: `${dir}/wide`,
     layout: { timestampBits: 41, workerBits: 1, sequenceBits: 21, epochMs: leafid.LEAF_EPOCH },
   });

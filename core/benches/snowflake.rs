@@ -17,8 +17,11 @@ use criterion::{criterion_group, Criterion, Throughput};
 use leafid::{Layout, RegistryConfig, SnowflakeGenerator};
 
 fn generator(layout: Layout, dir: &std::path::Path) -> SnowflakeGenerator {
+    // A worker id has one holder per host: each generator of this run its own id.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % (layout.max_worker_id() + 1);
     SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(1))
+        .registry(RegistryConfig::Fixed(id))
         .layout(layout)
         .cache_dir(dir)
         .build_blocking()

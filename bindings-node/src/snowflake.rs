@@ -172,7 +172,7 @@ pub fn decode(id: BigInt, layout: Option<LayoutJs>) -> Result<DecodedIdJs, LeafC
         Some(l) => l.core().js()?,
         None => Layout::default(),
     };
-    let d = leafid::snowflake::decode(value, &layout);
+    let d = layout.checked_decode(value).js()?;
     Ok(DecodedIdJs {
         timestamp_ms: d.timestamp_ms,
         worker_id: d.worker_id,

@@ -189,8 +189,8 @@ impl PySnowflakeGenerator {
 /// `(timestamp_ms, worker_id, sequence)` of an id; `leafid.decode` names the fields.
 #[pyfunction]
 #[pyo3(signature = (id, layout=None))]
-pub fn decode(id: i64, layout: Option<PyRef<'_, PyLayout>>) -> (i64, u32, u32) {
+pub fn decode(id: i64, layout: Option<PyRef<'_, PyLayout>>) -> PyResult<(i64, u32, u32)> {
     let layout = layout.map(|l| l.inner).unwrap_or_default();
-    let d = leafid::snowflake::decode(id, &layout);
-    (d.timestamp_ms, d.worker_id, d.sequence)
+    let d = layout.checked_decode(id).py()?;
+    Ok((d.timestamp_ms, d.worker_id, d.sequence))
 }

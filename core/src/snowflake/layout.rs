@@ -202,6 +202,17 @@ impl Layout {
     pub fn decode(&self, id: i64) -> DecodedId {
         decode(id, self)
     }
+
+    /// [`decode`] for ids from outside (the bindings' `decode`): a negative id was never
+    /// issued by any layout and is refused instead of decoded into nonsense.
+    pub fn checked_decode(&self, id: i64) -> crate::Result<DecodedId> {
+        if id < 0 {
+            return Err(crate::Error::InvalidConfig(format!(
+                "{id} is not a snowflake id: ids are positive 63-bit integers"
+            )));
+        }
+        Ok(decode(id, self))
+    }
 }
 
 /// The parts of a snowflake id.

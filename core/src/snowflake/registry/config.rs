@@ -522,16 +522,34 @@ impl RegistryConfig {
     /// worker id follows from configuration (`fixed`, `zookeeper`, `mysql`); `None` for
     /// pools that give every process its own id.
     pub(crate) fn host_identity(&self) -> Option<String> {
+        // The registry's address is part of the identity (two ZooKeeper clusters or two
+        // databases are two registries); credentials never are.
         match self {
             RegistryConfig::Fixed(id) => Some(format!("fixed/{id}")),
-            RegistryConfig::Zookeeper { name, ip, port, .. } => {
-                Some(format!("zookeeper/{name}/{ip}:{port}"))
+            RegistryConfig::Zookeeper {
+                connect,
+                name,
+                ip,
+                port,
+                ..
+            } => {
+                let hosts = connect
+                    .rsplit_once('@')
+                    .map_or(connect.as_str(), |(_, h)| h);
+                Some(format!("zookeeper/{hosts}/{name}/{ip}:{port}"))
             }
             RegistryConfig::Mysql { url, ip, port } => {
-                let db = url::Url::parse(url)
-                    .map(|u| u.path().trim_matches('/').to_string())
+                let at = url::Url::parse(url)
+                    .map(|u| {
+                        format!(
+                            "{}:{}{}",
+                            u.host_str().unwrap_or(""),
+                            u.port().unwrap_or(3306),
+                            u.path()
+                        )
+                    })
                     .unwrap_or_default();
-                Some(format!("mysql/{db}/{ip}:{port}"))
+                Some(format!("mysql/{at}/{ip}:{port}"))
             }
             _ => None,
         }

@@ -60,6 +60,11 @@ export interface SegmentOptions {
   doubleBuffer?: boolean;
   /** The largest step the dynamic step grows to (1000000). */
   maxStep?: number;
+  /**
+   * Never issue an id at or above 2^53 (false): every id stays exact as a JS `number`
+   * (JSON). Once a tag reaches 2^53 its calls throw `LEAF_INVALID_CONFIG`.
+   */
+  jsSafe?: boolean;
 }
 
 /** Options of `createTag`. */

@@ -22,6 +22,8 @@ pub struct SegmentOptionsJs {
     pub double_buffer: Option<bool>,
     /// Largest step the dynamic step grows to (1 000 000).
     pub max_step: Option<i64>,
+    /// Never issue an id at or above 2^53 (false): ids stay exact as JS numbers.
+    pub js_safe: Option<bool>,
 }
 
 impl SegmentOptionsJs {
@@ -43,6 +45,7 @@ impl SegmentOptionsJs {
             create_table: o.create_table.unwrap_or(d.create_table),
             double_buffer: o.double_buffer.unwrap_or(d.double_buffer),
             max_step: o.max_step.unwrap_or(d.max_step),
+            js_safe: o.js_safe.unwrap_or(d.js_safe),
             clock: d.clock,
         })
     }

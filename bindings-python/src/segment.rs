@@ -21,8 +21,10 @@ fn seconds(s: f64, name: &str, huge: leafid::limits::Huge) -> PyResult<Duration>
 
 #[pymethods]
 impl PySegmentGenerator {
+    // Python keyword arguments, one per option: the signature is the API.
+    #[allow(clippy::too_many_arguments)]
     #[new]
-    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000))]
+    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false))]
     fn new(
         py: Python<'_>,
         url: &str,
@@ -31,6 +33,7 @@ impl PySegmentGenerator {
         create_table: bool,
         double_buffer: bool,
         max_step: i64,
+        js_safe: bool,
     ) -> PyResult<Self> {
         let opts = SegmentOptions {
             wait_timeout: seconds(wait_timeout, "wait_timeout", leafid::limits::Huge::NoLimit)?,
@@ -42,6 +45,7 @@ impl PySegmentGenerator {
             create_table,
             double_buffer,
             max_step,
+            js_safe,
             ..SegmentOptions::default()
         };
         let inner = py

@@ -413,3 +413,31 @@ fn a_row_with_a_step_below_one_is_a_permanent_error_and_max_id_stays() {
         assert_eq!(rows.iter().find(|r| r.tag == tag).unwrap().max_id, 100);
     }
 }
+
+/// Issue 15: a `js_safe` generator never issues 2^53 or above; the segment that crosses
+/// it is cut short and the next call names the tag.
+#[test]
+fn js_safe_tags_stop_below_two_to_the_53() {
+    let limit = leafid::segment::JS_SAFE_LIMIT;
+    let store = Arc::new(MemoryStore::new());
+    let s = store.clone();
+    // The first segment is [limit - 5, limit + 95): only 5 of its ids are safe.
+    leafid::runtime::block_on(async move { s.create_tag("order", limit - 5, 100, "").await })
+        .unwrap();
+    let opts = SegmentOptions {
+        js_safe: true,
+        ..options(ManualClock::new(1_700_000_000_000))
+    };
+    let dynstore: Arc<dyn SegmentStore> = store.clone();
+    let gen = leafid::runtime::block_on(SegmentGenerator::with_store(dynstore, opts)).unwrap();
+    let h = gen.tag("order").unwrap();
+    let ids: Vec<i64> = (0..5).map(|_| h.next_id().unwrap()).collect();
+    assert_eq!(ids, (limit - 5..limit).collect::<Vec<_>>());
+    let err = h.next_id().unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("\"order\"") && err.to_string().contains("2^53"),
+        "{err}"
+    );
+    assert!(gen.next_ids("order", 3).is_err());
+}

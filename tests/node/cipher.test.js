@@ -160,3 +160,12 @@ test('nextIdString is the bound fast path and gives increasing decimal ids', asy
   assert.throws(() => gen.nextIdString(5), { name: 'TypeError', code: 'ERR_INVALID_ARG_TYPE' });
   await gen.close();
 });
+
+test('a jsSafe segment generator stops below 2^53 with LEAF_INVALID_CONFIG', async () => {
+  const gen = await leafid.SegmentGenerator.connect('memory:', { jsSafe: true });
+  const start = 2 ** 53 - 2;
+  await gen.createTag('big', { start, step: 10 });
+  assert.deepEqual([gen.nextId('big'), gen.nextId('big')], [2n ** 53n - 2n, 2n ** 53n - 1n]);
+  assert.throws(() => gen.nextId('big'), (e) => e.code === 'LEAF_INVALID_CONFIG' && /2\^53/.test(e.message));
+  await gen.close();
+});

@@ -124,3 +124,11 @@ def test_the_batch_limit_is_the_cores(tmp_path: Path, n: int) -> None:
         assert len(gen.next_ids(n)) == n
         e = ordinary(lambda: gen.next_ids(n + 1))
         assert isinstance(e, leafid.InvalidConfig), e
+
+
+def test_js_safe_segment_tags_stop_below_two_to_the_53() -> None:
+    with leafid.SegmentGenerator("memory:", js_safe=True) as gen:
+        gen.create_tag("big", start=2**53 - 2, step=10, description="")
+        assert [gen.next_id("big"), gen.next_id("big")] == [2**53 - 2, 2**53 - 1]
+        with pytest.raises(leafid.InvalidConfig, match="2\\^53"):
+            gen.next_id("big")

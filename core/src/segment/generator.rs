@@ -684,6 +684,20 @@ async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
     if st.closed {
         return;
     }
+    // A `js_safe` tag never hands out 2^53 or above: the segment is cut at the limit,
+    // and one that starts there is refused for good.
+    let result = result.and_then(|(alloc, step)| {
+        let start = alloc.max_id - step;
+        if inner.opts.js_safe && start >= super::JS_SAFE_LIMIT {
+            return Err(Error::InvalidConfig(format!(
+                "tag {:?} reached 2^53 ({}), the largest id a JavaScript number holds exactly, and this \
+                 generator is js_safe; move the tag's ids to strings or turn js_safe off",
+                buf.tag,
+                super::JS_SAFE_LIMIT
+            )));
+        }
+        Ok((alloc, step))
+    });
     match result {
         Ok((alloc, step)) => {
             if st.initialized {
@@ -692,7 +706,11 @@ async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
             st.initialized = true;
             st.step = step;
             st.min_step = alloc.step;
-            let len = step as u64;
+            let mut len = step as u64;
+            if inner.opts.js_safe {
+                // Checked above: the segment starts below the limit.
+                len = len.min((super::JS_SAFE_LIMIT - (alloc.max_id - step)) as u64);
+            }
             // Leaf preloads once more than 10% of a segment is used.
             let preload_at = if inner.opts.double_buffer {
                 len / 10

@@ -50,9 +50,17 @@ pub struct SegmentOptions {
     pub double_buffer: bool,
     /// The largest step the dynamic step grows to (Leaf's `MAX_STEP`, 1 000 000).
     pub max_step: i64,
+    /// Never issue an id at or above 2^53 (false). For tags whose ids travel as JSON
+    /// numbers: every id below 2^53 is exact in a JavaScript `number`. A segment that
+    /// crosses the limit is cut short there; once the tag reaches it, calls fail with
+    /// `InvalidConfig` naming the tag.
+    pub js_safe: bool,
     /// Where time comes from for the dynamic step and retry back-off.
     pub clock: Arc<dyn Clock>,
 }
+
+/// The first id a `js_safe` generator refuses: 2^53.
+pub const JS_SAFE_LIMIT: i64 = 1 << 53;
 
 impl Default for SegmentOptions {
     fn default() -> Self {
@@ -62,6 +70,7 @@ impl Default for SegmentOptions {
             create_table: false,
             double_buffer: true,
             max_step: step::MAX_STEP,
+            js_safe: false,
             clock: clock::system(),
         }
     }

@@ -27,19 +27,19 @@ pub struct SegmentOptionsJs {
 }
 
 impl SegmentOptionsJs {
-    /// The core's options; numbers checked by the core's limits (no silent coercion of
-    /// -1, NaN or Infinity).
+    /// The core's options; numbers converted by the core (no silent coercion of -1, NaN
+    /// or Infinity), each option's bound checked by the core.
     fn core(self) -> leafid::Result<SegmentOptions> {
-        use leafid::limits::{millis, Huge};
+        use leafid::limits::millis;
         let o = self;
         let d = SegmentOptions::default();
         Ok(SegmentOptions {
             wait_timeout: match o.wait_timeout_ms {
-                Some(ms) => millis("waitTimeoutMs", ms, Huge::NoLimit)?,
+                Some(ms) => millis("waitTimeoutMs", ms)?,
                 None => d.wait_timeout,
             },
             refresh_interval: match o.refresh_interval_ms {
-                Some(ms) => millis("refreshIntervalMs", ms, Huge::Refuse)?,
+                Some(ms) => millis("refreshIntervalMs", ms)?,
                 None => d.refresh_interval,
             },
             create_table: o.create_table.unwrap_or(d.create_table),

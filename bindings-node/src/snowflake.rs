@@ -108,19 +108,20 @@ impl JsSnowflakeGenerator {
             if let Some(dir) = options.cache_dir {
                 builder = builder.cache_dir(dir);
             }
-            // The core's limits: no silent coercion of -1, NaN or Infinity.
-            use leafid::limits::{millis, Huge};
+            // The core's conversion (no silent coercion of -1, NaN or Infinity); the core
+            // checks each option's bound.
+            use leafid::limits::millis;
             if let Some(ms) = options.heartbeat_ms {
-                builder = builder.heartbeat(millis("heartbeatMs", ms, Huge::Refuse)?);
+                builder = builder.heartbeat(millis("heartbeatMs", ms)?);
             }
             if let Some(ms) = options.max_backward_ms {
-                builder = builder.max_backward(millis("maxBackwardMs", ms, Huge::Refuse)?);
+                builder = builder.max_backward(millis("maxBackwardMs", ms)?);
             }
             if let Some(ms) = options.startup_wait_ms {
-                builder = builder.startup_wait(millis("startupWaitMs", ms, Huge::NoLimit)?);
+                builder = builder.startup_wait(millis("startupWaitMs", ms)?);
             }
             if let Some(ms) = options.max_skew_ms {
-                builder = builder.max_skew(millis("maxSkewMs", ms, Huge::Refuse)?);
+                builder = builder.max_skew(millis("maxSkewMs", ms)?);
             }
             builder
                 .build_blocking()

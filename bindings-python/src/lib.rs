@@ -14,6 +14,12 @@ mod logging;
 mod segment;
 mod snowflake;
 
+/// Seconds (a Python float) to a duration, by the core's conversion; each option's
+/// upper bound is the core's to check.
+fn seconds(name: &str, s: f64) -> PyResult<std::time::Duration> {
+    leafid::limits::seconds(name, s).map_err(error::to_py)
+}
+
 /// An `array.array('q')` holding `ids` (one copy of the bytes, no int objects).
 fn int64_array<'py>(py: Python<'py>, ids: &[i64]) -> PyResult<Bound<'py, PyAny>> {
     let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_ne_bytes()).collect();

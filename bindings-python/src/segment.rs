@@ -1,8 +1,6 @@
 //! `leafid.SegmentGenerator`, `leafid.TagHandle`, `leafid.TagStats`: wrap
 //! `leafid::segment`.
 
-use std::time::Duration;
-
 use leafid::{SegmentGenerator, SegmentOptions, TagHandle, TagStats};
 use pyo3::prelude::*;
 
@@ -12,11 +10,6 @@ use crate::error::IntoPy;
 #[pyclass(name = "SegmentGenerator", module = "leafid", frozen)]
 pub struct PySegmentGenerator {
     inner: SegmentGenerator,
-}
-
-/// Seconds to a duration by the core's limits (huge waits mean "no limit").
-fn seconds(s: f64, name: &str, huge: leafid::limits::Huge) -> PyResult<Duration> {
-    leafid::limits::seconds(name, s, huge).map_err(crate::error::to_py)
 }
 
 #[pymethods]
@@ -36,12 +29,8 @@ impl PySegmentGenerator {
         js_safe: bool,
     ) -> PyResult<Self> {
         let opts = SegmentOptions {
-            wait_timeout: seconds(wait_timeout, "wait_timeout", leafid::limits::Huge::NoLimit)?,
-            refresh_interval: seconds(
-                refresh_interval,
-                "refresh_interval",
-                leafid::limits::Huge::Refuse,
-            )?,
+            wait_timeout: crate::seconds("wait_timeout", wait_timeout)?,
+            refresh_interval: crate::seconds("refresh_interval", refresh_interval)?,
             create_table,
             double_buffer,
             max_step,

@@ -1,12 +1,10 @@
 //! `leafid.Layout`, `leafid.SnowflakeGenerator`, `leafid._leafid.decode`: wrap
 //! `leafid::snowflake`.
 
-use std::time::Duration;
-
 use leafid::snowflake::{Layout, SnowflakeGenerator, LEAF_EPOCH_MS};
 use pyo3::prelude::*;
 
-use crate::error::{to_py, IntoPy};
+use crate::error::IntoPy;
 
 /// How the 63 bits of an id are split, and the epoch.
 #[pyclass(name = "Layout", module = "leafid", frozen)]
@@ -79,16 +77,6 @@ impl PyLayout {
     }
 }
 
-/// Seconds to a duration by the core's limits (a huge start-up wait means "no limit").
-fn duration(s: f64, name: &str) -> PyResult<Duration> {
-    let huge = if name == "startup_wait" {
-        leafid::limits::Huge::NoLimit
-    } else {
-        leafid::limits::Huge::Refuse
-    };
-    leafid::limits::seconds(name, s, huge).map_err(to_py)
-}
-
 /// Issues snowflake ids with a worker id from a registry.
 #[pyclass(name = "SnowflakeGenerator", module = "leafid", frozen)]
 pub struct PySnowflakeGenerator {
@@ -114,12 +102,12 @@ impl PySnowflakeGenerator {
         let mut builder = SnowflakeGenerator::builder()
             .registry_url(registry)
             .py()?
-            .heartbeat(duration(heartbeat, "heartbeat")?)
-            .max_backward(duration(max_backward, "max_backward")?)
-            .startup_wait(duration(startup_wait, "startup_wait")?);
+            .heartbeat(crate::seconds("heartbeat", heartbeat)?)
+            .max_backward(crate::seconds("max_backward", max_backward)?)
+            .startup_wait(crate::seconds("startup_wait", startup_wait)?);
         // None keeps the core's default (`leafid::snowflake::DEFAULT_MAX_SKEW`).
         if let Some(s) = max_skew {
-            builder = builder.max_skew(duration(s, "max_skew")?);
+            builder = builder.max_skew(crate::seconds("max_skew", s)?);
         }
         if let Some(layout) = layout {
             builder = builder.layout(layout.inner);

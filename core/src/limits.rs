@@ -5,9 +5,9 @@
 //! use leafid::limits;
 //! assert!(limits::batch(10).is_ok());
 //! assert!(limits::batch(limits::MAX_BATCH as u64 + 1).is_err());
-//! assert_eq!(limits::seconds("heartbeat", 1.5, limits::Huge::Refuse).unwrap().as_millis(), 1500);
-//! assert!(limits::seconds("heartbeat", f64::NAN, limits::Huge::Refuse).is_err());
-//! assert!(limits::seconds("wait_timeout", 1e19, limits::Huge::NoLimit).unwrap() == limits::NO_LIMIT);
+//! assert_eq!(limits::seconds("heartbeat", 1.5).unwrap().as_millis(), 1500);
+//! assert!(limits::seconds("heartbeat", f64::NAN).is_err());
+//! assert!(limits::seconds("wait_timeout", 1e19).unwrap() == limits::NO_LIMIT);
 //! ```
 
 use std::time::Duration;
@@ -23,15 +23,6 @@ pub const MAX_BATCH: usize = 1 << 20;
 /// About 31 years: far beyond any process's life, yet `Instant + NO_LIMIT` cannot overflow.
 pub const NO_LIMIT: Duration = Duration::from_secs(1_000_000_000);
 
-/// What a duration past [`NO_LIMIT`] (or infinite) means for an option.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Huge {
-    /// "Wait forever" is meaningful (timeouts): clamp to [`NO_LIMIT`].
-    NoLimit,
-    /// Not meaningful (intervals): refuse.
-    Refuse,
-}
-
 /// Checks a batch size.
 pub fn batch(n: u64) -> Result<usize> {
     if n > MAX_BATCH as u64 {
@@ -42,30 +33,19 @@ pub fn batch(n: u64) -> Result<usize> {
     Ok(n as usize)
 }
 
-/// A duration given in seconds (Python's habit): finite and non-negative.
-pub fn seconds(what: &str, secs: f64, huge: Huge) -> Result<Duration> {
-    from_f64(what, secs, 1.0, "seconds", huge)
+/// A duration given in seconds (Python's habit): finite and non-negative; anything past
+/// [`NO_LIMIT`] (or infinite) is [`NO_LIMIT`]. Each option's own upper bound (a heartbeat
+/// of at most a minute, …) is checked where the option is validated, in the core.
+pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
+    from_f64(what, secs, 1.0, "seconds")
 }
 
-/// A duration given in milliseconds (Node's habit): finite and non-negative.
-pub fn millis(what: &str, ms: f64, huge: Huge) -> Result<Duration> {
-    from_f64(what, ms, 1e-3, "milliseconds", huge)
+/// A duration given in milliseconds (Node's habit), as [`seconds`].
+pub fn millis(what: &str, ms: f64) -> Result<Duration> {
+    from_f64(what, ms, 1e-3, "milliseconds")
 }
 
-/// A `Duration` from Rust callers: huge values clamp or are refused as for the bindings.
-pub fn duration(what: &str, d: Duration, huge: Huge) -> Result<Duration> {
-    if d <= NO_LIMIT {
-        return Ok(d);
-    }
-    match huge {
-        Huge::NoLimit => Ok(NO_LIMIT),
-        Huge::Refuse => Err(Error::InvalidConfig(format!(
-            "{what} {d:?} is too long (at most {NO_LIMIT:?})"
-        ))),
-    }
-}
-
-fn from_f64(what: &str, v: f64, to_secs: f64, unit: &str, huge: Huge) -> Result<Duration> {
+fn from_f64(what: &str, v: f64, to_secs: f64, unit: &str) -> Result<Duration> {
     if v.is_nan() || v < 0.0 {
         return Err(Error::InvalidConfig(format!(
             "{what} must be a non-negative number of {unit}, not {v}"
@@ -73,13 +53,7 @@ fn from_f64(what: &str, v: f64, to_secs: f64, unit: &str, huge: Huge) -> Result<
     }
     let secs = v * to_secs;
     if !secs.is_finite() || secs > NO_LIMIT.as_secs_f64() {
-        return match huge {
-            Huge::NoLimit => Ok(NO_LIMIT),
-            Huge::Refuse => Err(Error::InvalidConfig(format!(
-                "{what} of {v} {unit} is too long (at most {} {unit})",
-                NO_LIMIT.as_secs_f64() / to_secs
-            ))),
-        };
+        return Ok(NO_LIMIT);
     }
     // In range by the checks above, so this cannot panic.
     Ok(Duration::from_secs_f64(secs))
@@ -92,23 +66,12 @@ mod tests {
 
     #[test]
     fn edges() {
-        assert!(seconds("x", -0.0, Huge::Refuse).is_ok());
-        assert!(seconds("x", -1e-9, Huge::Refuse).is_err());
-        assert_eq!(
-            seconds("x", f64::INFINITY, Huge::NoLimit).unwrap(),
-            NO_LIMIT
-        );
-        assert!(seconds("x", f64::INFINITY, Huge::Refuse).is_err());
-        assert!(millis("x", f64::NAN, Huge::NoLimit).is_err());
-        assert_eq!(
-            millis("x", 1.0, Huge::Refuse).unwrap(),
-            Duration::from_millis(1)
-        );
-        assert_eq!(
-            duration("x", Duration::MAX, Huge::NoLimit).unwrap(),
-            NO_LIMIT
-        );
-        assert!(duration("x", Duration::MAX, Huge::Refuse).is_err());
+        assert!(seconds("x", -0.0).is_ok());
+        assert!(seconds("x", -1e-9).is_err());
+        assert_eq!(seconds("x", f64::INFINITY).unwrap(), NO_LIMIT);
+        assert_eq!(seconds("x", 1e19).unwrap(), NO_LIMIT);
+        assert!(millis("x", f64::NAN).is_err());
+        assert_eq!(millis("x", 1.0).unwrap(), Duration::from_millis(1));
         assert_eq!(batch(MAX_BATCH as u64).unwrap(), MAX_BATCH);
     }
 
@@ -116,10 +79,8 @@ mod tests {
         /// No f64 panics, and every accepted value can be added to an `Instant`.
         #[test]
         fn no_number_panics(v in proptest::num::f64::ANY) {
-            for huge in [Huge::NoLimit, Huge::Refuse] {
-                for d in [seconds("x", v, huge), millis("x", v, huge)].into_iter().flatten() {
-                    prop_assert!(std::time::Instant::now().checked_add(d).is_some());
-                }
+            for d in [seconds("x", v), millis("x", v)].into_iter().flatten() {
+                prop_assert!(std::time::Instant::now().checked_add(d).is_some());
             }
         }
     }

@@ -1027,10 +1027,12 @@ impl SegmentOptions {
                 self.max_step
             )));
         }
-        if self.refresh_interval.is_zero() {
-            return Err(Error::InvalidConfig(
-                "refresh_interval must be above zero (Leaf refreshes every 60 s)".into(),
-            ));
+        if self.refresh_interval.is_zero() || self.refresh_interval > super::MAX_REFRESH_INTERVAL {
+            return Err(Error::InvalidConfig(format!(
+                "refresh_interval {:?} out of range; use above zero and at most {:?} (Leaf refreshes every 60 s)",
+                self.refresh_interval,
+                super::MAX_REFRESH_INTERVAL
+            )));
         }
         Ok(())
     }

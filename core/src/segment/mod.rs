@@ -59,6 +59,9 @@ pub struct SegmentOptions {
     pub clock: Arc<dyn Clock>,
 }
 
+/// The longest `refresh_interval` accepted: a day (tags created elsewhere must show up).
+pub const MAX_REFRESH_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
 /// The first id a `js_safe` generator refuses: 2^53.
 pub const JS_SAFE_LIMIT: i64 = 1 << 53;
 

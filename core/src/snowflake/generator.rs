@@ -142,6 +142,8 @@ struct Settings {
 pub const DEFAULT_MAX_SKEW: Duration = Duration::from_secs(5);
 /// The longest heartbeat accepted.
 pub const MAX_HEARTBEAT: Duration = Duration::from_secs(60);
+/// The largest backward clock step waited out: the caller waits twice the step.
+pub const MAX_BACKWARD: Duration = Duration::from_secs(1);
 /// The longest lookahead accepted (a crashed holder's id is unusable at most this long).
 pub const MAX_LOOKAHEAD: Duration = Duration::from_secs(300);
 
@@ -217,7 +219,8 @@ impl SnowflakeBuilder {
     }
 
     /// The largest backward clock step waited out (twice the step, then re-checked)
-    /// instead of failing with `ClockMovedBackwards` (default 5 ms, as Leaf).
+    /// instead of failing with `ClockMovedBackwards` (default 5 ms, as Leaf; at most
+    /// [`MAX_BACKWARD`], since the caller waits twice the step).
     pub fn max_backward(mut self, max: Duration) -> Self {
         self.max_backward = max;
         self
@@ -278,6 +281,13 @@ impl SnowflakeBuilder {
                 "heartbeat {:?} is above {MAX_HEARTBEAT:?}; a crashed holder's bound (twice the heartbeat \
                  ahead of the clock) would keep its worker id unusable that long; Leaf uses 3 s",
                 self.heartbeat
+            )));
+        }
+        if self.max_backward > MAX_BACKWARD {
+            return Err(Error::InvalidConfig(format!(
+                "max_backward {:?} is above {MAX_BACKWARD:?}: a caller would wait twice that for a clock \
+                 stepped back; Leaf uses 5 ms",
+                self.max_backward
             )));
         }
         let lookahead = self.lookahead.unwrap_or(self.heartbeat * 2);

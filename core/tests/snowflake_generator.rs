@@ -102,7 +102,7 @@ fn small_backward_step_that_does_not_recover_is_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::frozen(T);
     let gen = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(3))
+        .registry(RegistryConfig::Fixed(6))
         .clock(clock.clone())
         .cache_dir(dir.path())
         .build_blocking()
@@ -143,7 +143,7 @@ fn configurable_backward_wait() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T);
     let gen = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(4))
+        .registry(RegistryConfig::Fixed(14))
         .clock(clock.clone())
         .cache_dir(dir.path())
         .max_backward(Duration::from_millis(50))
@@ -183,7 +183,7 @@ fn clock_stepping_back_during_overflow_wait_is_noticed() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::frozen(T);
     let gen = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(5))
+        .registry(RegistryConfig::Fixed(15))
         .clock(clock.clone())
         .cache_dir(dir.path())
         .build_blocking()
@@ -230,7 +230,7 @@ fn timestamp_past_the_range_is_an_error_never_a_negative_id() {
     assert!(gen.next_ids(10).is_err());
     // A builder whose clock is already past the range is refused up front.
     let e = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(1))
+        .registry(RegistryConfig::Fixed(16))
         .clock(clock.clone())
         .cache_dir(dir.path())
         .build_blocking()
@@ -313,15 +313,15 @@ fn bad_configuration_is_refused_before_any_io() {
 #[test]
 fn startup_waits_for_a_clock_slightly_behind_the_cached_bound() {
     let dir = tempfile::tempdir().unwrap();
-    let cache = WorkerCache::new(dir.path(), "fixed-7");
+    let cache = WorkerCache::new(dir.path(), "fixed-17");
     cache
         .write(CacheEntry {
-            worker_id: 7,
+            worker_id: 17,
             bound_ms: T + 3_000,
         })
         .unwrap();
     let clock = ManualClock::new(T);
-    let gen = fixed(7, &clock, dir.path());
+    let gen = fixed(17, &clock, dir.path());
     let id = gen.next_id().unwrap();
     assert!(gen.decode(id).timestamp_ms > T + 3_000);
 }
@@ -329,15 +329,15 @@ fn startup_waits_for_a_clock_slightly_behind_the_cached_bound() {
 #[test]
 fn startup_refuses_a_clock_far_behind_the_cached_bound() {
     let dir = tempfile::tempdir().unwrap();
-    WorkerCache::new(dir.path(), "fixed-7")
+    WorkerCache::new(dir.path(), "fixed-18")
         .write(CacheEntry {
-            worker_id: 7,
+            worker_id: 18,
             bound_ms: T + 20_000,
         })
         .unwrap();
     let clock = ManualClock::new(T);
     let e = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(7))
+        .registry(RegistryConfig::Fixed(18))
         .clock(clock.clone())
         .cache_dir(dir.path())
         .build_blocking()
@@ -348,13 +348,13 @@ fn startup_refuses_a_clock_far_behind_the_cached_bound() {
             last_ms,
             behind_ms,
         } => {
-            assert_eq!((worker_id, last_ms, behind_ms), (7, T + 20_000, 20_000));
+            assert_eq!((worker_id, last_ms, behind_ms), (18, T + 20_000, 20_000));
         }
         other => panic!("expected ClockBehindRegistry, got {other:?}"),
     }
     // A longer start-up wait lets it through.
     let gen = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(7))
+        .registry(RegistryConfig::Fixed(18))
         .clock(clock.clone())
         .cache_dir(dir.path())
         .startup_wait(Duration::from_secs(30))

@@ -122,14 +122,14 @@ test('the JS-safe layout keeps ids below 2^53, exact as numbers', async () => {
   const layout = leafid.jsSafeLayout();
   assert.deepEqual(layout, { timestampBits: 41, workerBits: 3, sequenceBits: 9, epochMs: leafid.LEAF_EPOCH });
   const d = tmpdir();
-  const sf = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:7', layout, cacheDir: d });
+  const sf = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:6', layout, cacheDir: d });
   const ids = sf.nextIds(5000);
   assert.equal(new Set(ids).size, 5000);
   for (const id of ids) {
     assert.ok(id > 0n && id < 2n ** 53n);
     assert.equal(BigInt(Number(id)), id);
   }
-  assert.equal(leafid.decode(ids[0], layout).workerId, 7);
+  assert.equal(leafid.decode(ids[0], layout).workerId, 6);
   const s = sf.nextIdString();
   assert.equal(BigInt(JSON.parse(JSON.stringify({ id: Number(s) })).id), BigInt(s));
   await sf.close();
@@ -141,7 +141,7 @@ test('the JS-safe layout keeps ids below 2^53, exact as numbers', async () => {
 
 test('nextIdString is the bound fast path and gives increasing decimal ids', async () => {
   const d = tmpdir();
-  const sf = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:3', cacheDir: d });
+  const sf = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:43', cacheDir: d });
   assert.ok(Object.prototype.hasOwnProperty.call(sf, 'nextIdString'));
   const next = sf.nextIdString;
   const a = BigInt(next());

@@ -71,7 +71,7 @@ test('LEAF_CLOSED after close()', async () => {
   await gen.close();
   assert.throws(() => gen.nextId('t'), isLeafError('LEAF_CLOSED'));
   await assert.rejects(gen.refresh(), isLeafError('LEAF_CLOSED'));
-  const sf = await SnowflakeGenerator.connect({ registry: 'fixed:1', cacheDir: tempDir() });
+  const sf = await SnowflakeGenerator.connect({ registry: 'fixed:51', cacheDir: tempDir() });
   await sf.close();
   assert.throws(() => sf.nextId(), isLeafError('LEAF_CLOSED'));
   assert.throws(() => sf.nextIds(3), isLeafError('LEAF_CLOSED'));
@@ -100,19 +100,19 @@ test('LEAF_WORKER_ID_EXHAUSTED: a local pool of two ids and three generators', a
 
 test('LEAF_MALFORMED: a corrupt worker cache file', async () => {
   const cacheDir = tempDir();
-  const gen = await SnowflakeGenerator.connect({ registry: 'fixed:3', cacheDir });
+  const gen = await SnowflakeGenerator.connect({ registry: 'fixed:54', cacheDir });
   gen.nextId();
   await gen.close();
   const files = fs.readdirSync(cacheDir);
   assert.ok(files.length >= 1, 'close() wrote the cache file');
   for (const f of files) fs.writeFileSync(path.join(cacheDir, f), 'not a cache file{');
-  await assert.rejects(SnowflakeGenerator.connect({ registry: 'fixed:3', cacheDir }), isLeafError('LEAF_MALFORMED'));
+  await assert.rejects(SnowflakeGenerator.connect({ registry: 'fixed:54', cacheDir }), isLeafError('LEAF_MALFORMED'));
 });
 
 test('LEAF_IO: a cache directory that is a file', async () => {
   const file = path.join(tempDir(), 'plain-file');
   fs.writeFileSync(file, 'x');
-  await assert.rejects(SnowflakeGenerator.connect({ registry: 'fixed:3', cacheDir: file }), isLeafError('LEAF_IO'));
+  await assert.rejects(SnowflakeGenerator.connect({ registry: 'fixed:54', cacheDir: file }), isLeafError('LEAF_IO'));
 });
 
 test('LEAF_TABLE_MISSING: a MySQL database without leaf_alloc and createTable false', async () => {
@@ -148,7 +148,7 @@ test('LEAF_TIMESTAMP_OVERFLOW: a 30-bit timestamp whose range ends three seconds
   // The layout is valid at connect (the range has not ended); the hot path then runs
   // into its end and must refuse instead of wrapping to an old or negative id.
   const layout = { timestampBits: 30, workerBits: 11, sequenceBits: 22, epochMs: Date.now() - 2 ** 30 + 3000 };
-  const gen = await SnowflakeGenerator.connect({ registry: 'fixed:1', layout, cacheDir: tempDir() });
+  const gen = await SnowflakeGenerator.connect({ registry: 'fixed:52', layout, cacheDir: tempDir() });
   let last = 0n;
   const giveUp = Date.now() + 60000;
   for (;;) {
@@ -208,7 +208,7 @@ test('LEAF_INVALID_URL: a "-" in ip, port or zookeeper:// name, refused before a
 test('LEAF_INVALID_CONFIG: maxSkewMs out of range', async () => {
   for (const maxSkewMs of [1, 3601000]) {
     await assert.rejects(
-      SnowflakeGenerator.connect({ registry: 'fixed:1', cacheDir: tempDir(), maxSkewMs }),
+      SnowflakeGenerator.connect({ registry: 'fixed:53', cacheDir: tempDir(), maxSkewMs }),
       (e) => isLeafError('LEAF_INVALID_CONFIG')(e) && /max_skew/.test(e.message),
     );
   }

@@ -496,3 +496,22 @@ fn mysql_row_deleted_under_a_holder_stops_it_issuing() {
     }
     gen.close();
 }
+
+#[test]
+fn custom_fixed_registries_are_one_holder_too() {
+    use leafid::snowflake::registry::FixedRegistry;
+    let (c1, c2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let custom = |cache: &Path| {
+        SnowflakeGenerator::builder()
+            .custom_registry(std::sync::Arc::new(FixedRegistry::new(23)))
+            .cache_dir(cache)
+            .build_blocking()
+    };
+    let a = custom(c1.path()).unwrap();
+    let err = custom(c2.path()).unwrap_err();
+    assert!(matches!(err, Error::WorkerIdInUse { .. }), "{err:?}");
+    // The same id from configuration is the same identity.
+    let err = build("fixed:23", c2.path()).unwrap_err();
+    assert!(matches!(err, Error::WorkerIdInUse { .. }), "{err:?}");
+    a.close();
+}

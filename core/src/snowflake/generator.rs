@@ -66,19 +66,6 @@ impl Source {
     fn reacquires_after_fork(&self) -> bool {
         matches!(self, Source::Config(c) if c.reacquires_after_fork())
     }
-
-    fn cache_is_only_record(&self) -> bool {
-        matches!(self, Source::Config(c) if c.cache_is_only_record())
-    }
-
-    /// For registries whose worker id follows from configuration (`fixed`, `zookeeper`,
-    /// `mysql`): the identity that one process of this host at a time may hold.
-    fn host_identity(&self) -> Option<String> {
-        match self {
-            Source::Config(c) => c.host_identity(),
-            Source::Custom(_) => None,
-        }
-    }
 }
 
 /// Why issuing cannot go on, kept lock-free between a failed renew and later callers.
@@ -762,7 +749,7 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
     // Old cache files of identities long gone; best effort, off the runtime's workers.
     let cache_dir = settings.cache_dir.clone();
     let _ = tokio::task::spawn_blocking(move || super::registry::cache::prune(&cache_dir)).await;
-    let identity_lock = match settings.registry.host_identity() {
+    let identity_lock = match registry.host_identity() {
         Some(identity) => Some(claim_identity(&identity)?),
         None => None,
     };
@@ -979,7 +966,7 @@ async fn persist_locked(
         (Ok(()), Ok(())) => true,
         (Ok(()), Err(ce)) => {
             tracing::warn!(error = %ce, "cannot write the worker cache file");
-            !core.settings.registry.cache_is_only_record()
+            !session.registry.cache_is_only_record()
         }
         (Err(re), Ok(())) => {
             tracing::warn!(error = %re, "worker registry renew failed");

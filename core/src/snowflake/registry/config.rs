@@ -518,43 +518,6 @@ impl RegistryConfig {
         }
     }
 
-    /// The identity one process of a host at a time may hold, for registries whose
-    /// worker id follows from configuration (`fixed`, `zookeeper`, `mysql`); `None` for
-    /// pools that give every process its own id.
-    pub(crate) fn host_identity(&self) -> Option<String> {
-        // The registry's address is part of the identity (two ZooKeeper clusters or two
-        // databases are two registries); credentials never are.
-        match self {
-            RegistryConfig::Fixed(id) => Some(format!("fixed/{id}")),
-            RegistryConfig::Zookeeper {
-                connect,
-                name,
-                ip,
-                port,
-                ..
-            } => {
-                let hosts = connect
-                    .rsplit_once('@')
-                    .map_or(connect.as_str(), |(_, h)| h);
-                Some(format!("zookeeper/{hosts}/{name}/{ip}:{port}"))
-            }
-            RegistryConfig::Mysql { url, ip, port } => {
-                let at = url::Url::parse(url)
-                    .map(|u| {
-                        format!(
-                            "{}:{}{}",
-                            u.host_str().unwrap_or(""),
-                            u.port().unwrap_or(3306),
-                            u.path()
-                        )
-                    })
-                    .unwrap_or_default();
-                Some(format!("mysql/{at}/{ip}:{port}"))
-            }
-            _ => None,
-        }
-    }
-
     /// The URL scheme, for messages.
     pub fn scheme(&self) -> &'static str {
         match self {
@@ -574,12 +537,6 @@ impl RegistryConfig {
             self,
             RegistryConfig::Local { .. } | RegistryConfig::ZookeeperRecycle { .. }
         )
-    }
-
-    /// Whether the registry persists nothing itself, so the local cache file must be
-    /// written before the issue limit may rise.
-    pub(crate) fn cache_is_only_record(&self) -> bool {
-        matches!(self, RegistryConfig::Fixed(_))
     }
 }
 

@@ -54,6 +54,14 @@ impl WorkerRegistry for FixedRegistry {
         true
     }
 
+    fn host_identity(&self) -> Option<String> {
+        Some(format!("fixed/{}", self.worker_id))
+    }
+
+    fn cache_is_only_record(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> String {
         format!("fixed-{}", self.worker_id)
     }

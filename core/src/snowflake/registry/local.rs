@@ -179,7 +179,9 @@ impl WorkerRegistry for LocalRegistry {
     }
 
     fn survives_outage(&self) -> bool {
-        true
+        // No: the bound file beside the lock is this registry's record; the cache file
+        // is shared by the pool (one name per directory) and cannot stand in for it.
+        false
     }
 
     fn describe(&self) -> String {

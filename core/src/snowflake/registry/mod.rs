@@ -186,4 +186,18 @@ pub trait WorkerRegistry: Send + Sync + std::fmt::Debug {
     fn take_clock_reading(&self) -> Option<ClockReading> {
         None
     }
+
+    /// For registries whose worker id follows from configuration (`fixed`, `zookeeper`,
+    /// `mysql`): the identity one process of this host at a time may hold, claimed by
+    /// the generator (also for a registry passed as a custom one). `None` for pools that
+    /// give every process its own id.
+    fn host_identity(&self) -> Option<String> {
+        None
+    }
+
+    /// True when the local cache file is the only record of the bound (`fixed`): a
+    /// bound that could not be written there does not count.
+    fn cache_is_only_record(&self) -> bool {
+        false
+    }
 }

@@ -457,6 +457,16 @@ impl WorkerRegistry for MysqlRegistry {
         false
     }
 
+    fn host_identity(&self) -> Option<String> {
+        Some(format!(
+            "mysql/{}:{}/{}/{}",
+            self.options.get_host(),
+            self.options.get_port(),
+            self.options.get_database().unwrap_or(""),
+            self.ip_port()
+        ))
+    }
+
     fn take_clock_reading(&self) -> Option<ClockReading> {
         self.reading
             .lock()

@@ -150,7 +150,6 @@ struct State {
 }
 
 /// Leaf's forever-mode registry. Connects at `acquire`; building it does no I/O.
-#[derive(Debug)]
 pub struct ZookeeperRegistry {
     connect: String,
     name: String,
@@ -159,6 +158,17 @@ pub struct ZookeeperRegistry {
     session_timeout: Duration,
     connect_timeout: Duration,
     state: tokio::sync::Mutex<State>,
+}
+
+/// By hand: the connect string may carry a password.
+impl std::fmt::Debug for ZookeeperRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZookeeperRegistry")
+            .field("connect", &crate::redact::url(&self.connect))
+            .field("name", &self.name)
+            .field("address", &self.address())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ZookeeperRegistry {
@@ -702,6 +712,20 @@ impl WorkerRegistry for ZookeeperRegistry {
         )
     }
 
+    fn host_identity(&self) -> Option<String> {
+        // The ensemble is part of the identity (two clusters are two registries); its
+        // credentials never are.
+        let hosts = self
+            .connect
+            .rsplit_once('@')
+            .map_or(self.connect.as_str(), |(_, h)| h);
+        Some(format!(
+            "zookeeper/{hosts}/{}/{}",
+            self.name,
+            self.address()
+        ))
+    }
+
     fn take_clock_reading(&self) -> Option<ClockReading> {
         self.state.try_lock().ok()?.reading.take()
     }
@@ -721,6 +745,20 @@ mod tests {
         assert_eq!(split_child("10.0.0.5:8080"), None);
         assert_eq!(split_child("10.0.0.5:8080-x1"), None);
         assert_eq!(split_child("10.0.0.5:8080-"), None);
+    }
+
+    #[test]
+    fn debug_never_shows_the_password() {
+        let r = ZookeeperRegistry::new(
+            "alice:s3cretPW@127.0.0.1:2181",
+            "leaf",
+            "10.0.0.5",
+            "8080",
+            DEFAULT_SESSION_TIMEOUT,
+            DEFAULT_CONNECT_TIMEOUT,
+        );
+        let shown = format!("{r:?} {}", r.describe());
+        assert!(!shown.contains("s3cretPW"), "{shown}");
     }
 
     #[test]

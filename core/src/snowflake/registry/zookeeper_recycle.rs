@@ -320,18 +320,17 @@ impl ZookeeperRecycleRegistry {
             // Among the first few free ids, try those whose last holder's bound is lowest
             // first: a holder that lost its session then starts at once instead of
             // waiting out a bound another holder persisted just before it died.
-            let free: Vec<u32> = (0..=max_worker_id)
-                .filter(|id| !taken.contains(id))
-                .collect();
+            // Lazy: a layout with many worker bits must not allocate one entry per id.
+            let free = (0..=max_worker_id).filter(|id| !taken.contains(id));
             let mut ranked = Vec::with_capacity(RANKED_CANDIDATES);
-            for &id in free.iter().take(RANKED_CANDIDATES) {
+            for id in free.clone().take(RANKED_CANDIDATES) {
                 ranked.push((read_floor(id).await?, id));
             }
             ranked.sort_unstable();
             let order = ranked
                 .into_iter()
                 .map(|(_, id)| id)
-                .chain(free.iter().copied().skip(RANKED_CANDIDATES));
+                .chain(free.skip(RANKED_CANDIDATES));
             for id in order {
                 let path = format!("{lease_dir}/{id}");
                 let before = system_now_ms();

@@ -46,6 +46,7 @@ impl SegmentOptionsJs {
             double_buffer: o.double_buffer.unwrap_or(d.double_buffer),
             max_step: o.max_step.unwrap_or(d.max_step),
             js_safe: o.js_safe.unwrap_or(d.js_safe),
+            tags: d.tags,
             clock: d.clock,
         })
     }

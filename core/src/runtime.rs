@@ -194,6 +194,45 @@ where
     }
 }
 
+/// How often [`block_on_checked`] stops waiting to run its check.
+pub const CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// [`block_on`] that runs `check` every [`CHECK_EVERY`] while it waits and gives up
+/// with `check`'s error when it fails (the future is then cancelled). For bindings
+/// whose users must be able to interrupt any wait (Python's Ctrl-C).
+pub fn block_on_checked<F, E>(
+    fut: F,
+    mut check: impl FnMut() -> std::result::Result<(), E>,
+) -> std::result::Result<F::Output, E>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let rt = handle();
+    let task = rt.spawn(fut);
+    let abort = task.abort_handle();
+    rt.spawn(async move {
+        let _ = tx.send(task.await);
+    });
+    loop {
+        match rx.recv_timeout(CHECK_EVERY) {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Ok(Err(e)) => panic!("leafid: a background task was cancelled: {e}"),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if let Err(e) = check() {
+                    abort.abort();
+                    return Err(e);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                panic!("leafid: the background runtime dropped a task")
+            }
+        }
+    }
+}
+
 /// Runs `fut` on the background runtime and awaits it from the caller's runtime, so
 /// connections always live on the runtime that outlives the call.
 pub async fn run<F>(fut: F) -> F::Output

@@ -223,6 +223,58 @@ impl SegmentGenerator {
         tags.get(tag)?.try_next_id(&self.inner)
     }
 
+    /// The next id of `tag` without ever waiting; see [`TagHandle::next_id_now`]. An
+    /// unknown tag fails with [`Error::TagNotFound`] at once.
+    #[inline]
+    pub fn next_id_now(&self, tag: &str) -> Result<i64> {
+        let tags = self.inner.tags.load();
+        match tags.get(tag) {
+            Some(buf) => buf.next_id_now(&self.inner),
+            None => Err(self.inner.missing(tag)),
+        }
+    }
+
+    /// `n` ids of `tag` without ever waiting; see [`TagHandle::next_id_now`].
+    pub fn next_ids_now(&self, tag: &str, n: usize) -> Result<Vec<i64>> {
+        let mut out = vec![0; crate::limits::batch(n as u64)?];
+        let tags = self.inner.tags.load();
+        match tags.get(tag) {
+            Some(buf) => buf.fill(&self.inner, &mut out, Duration::ZERO)?,
+            None => return Err(self.inner.missing(tag)),
+        }
+        Ok(out)
+    }
+
+    /// The next id of `tag`, waiting off the caller's thread; see
+    /// [`TagHandle::next_id_async`].
+    pub fn next_id_async(
+        &self,
+        tag: &str,
+    ) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
+        let gen = self.clone();
+        let tag = tag.to_string();
+        runtime::run(async move {
+            tokio::task::spawn_blocking(move || gen.next_id(&tag))
+                .await
+                .unwrap_or_else(|e| Err(Error::store(format!("waiting task failed: {e}"))))
+        })
+    }
+
+    /// `n` ids of `tag`, waiting off the caller's thread.
+    pub fn next_ids_async(
+        &self,
+        tag: &str,
+        n: usize,
+    ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
+        let gen = self.clone();
+        let tag = tag.to_string();
+        runtime::run(async move {
+            tokio::task::spawn_blocking(move || gen.next_ids(&tag, n))
+                .await
+                .unwrap_or_else(|e| Err(Error::store(format!("waiting task failed: {e}"))))
+        })
+    }
+
     /// `n` ids of `tag`, ascending within each segment.
     pub fn next_ids(&self, tag: &str, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; crate::limits::batch(n as u64)?];
@@ -234,7 +286,7 @@ impl SegmentGenerator {
     pub fn fill(&self, tag: &str, out: &mut [i64]) -> Result<()> {
         let tags = self.inner.tags.load();
         match tags.get(tag) {
-            Some(buf) => buf.fill(&self.inner, out),
+            Some(buf) => buf.fill(&self.inner, out, self.inner.opts.wait_timeout),
             None => Err(self.inner.missing(tag)),
         }
     }
@@ -345,7 +397,50 @@ impl TagHandle {
 
     /// Fills `out` with ids, reserving whole runs at a time.
     pub fn fill(&self, out: &mut [i64]) -> Result<()> {
-        self.buf.fill(&self.inner, out)
+        self.buf
+            .fill(&self.inner, out, self.inner.opts.wait_timeout)
+    }
+
+    /// The next id without ever waiting: when none is at hand (segment spent and the
+    /// next not loaded, first load pending, store down) it fails at once with
+    /// [`Error::SegmentsExhausted`] (or the refill's permanent error) and a refill runs
+    /// in the background. For callers that must never block (Node's synchronous calls).
+    #[inline]
+    pub fn next_id_now(&self) -> Result<i64> {
+        self.buf.next_id_now(&self.inner)
+    }
+
+    /// `n` ids without ever waiting (see [`next_id_now`](Self::next_id_now)).
+    pub fn next_ids_now(&self, n: usize) -> Result<Vec<i64>> {
+        let mut out = vec![0; crate::limits::batch(n as u64)?];
+        self.buf.fill(&self.inner, &mut out, Duration::ZERO)?;
+        Ok(out)
+    }
+
+    /// The next id, waiting up to the generator's `wait_timeout` for a refill without
+    /// blocking any thread: the future runs on the core's runtime, so any executor (a
+    /// binding's event loop included) can await it.
+    pub fn next_id_async(&self) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
+        let handle = self.clone();
+        // TODO(issue 12): wait on a notification instead of a blocking thread.
+        runtime::run(async move {
+            tokio::task::spawn_blocking(move || handle.next_id())
+                .await
+                .unwrap_or_else(|e| Err(Error::store(format!("waiting task failed: {e}"))))
+        })
+    }
+
+    /// `n` ids, waiting as [`next_id_async`](Self::next_id_async) does.
+    pub fn next_ids_async(
+        &self,
+        n: usize,
+    ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
+        let handle = self.clone();
+        runtime::run(async move {
+            tokio::task::spawn_blocking(move || handle.next_ids(n))
+                .await
+                .unwrap_or_else(|e| Err(Error::store(format!("waiting task failed: {e}"))))
+        })
     }
 }
 
@@ -369,7 +464,9 @@ impl TagBuffer {
     fn next_id(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<i64> {
         match self.try_next_id(inner) {
             Some(id) => Ok(id),
-            None => self.slow(inner, 1).map(|t| t.first),
+            None => self
+                .slow(inner, 1, inner.opts.wait_timeout)
+                .map(|t| t.first),
         }
     }
 
@@ -397,7 +494,16 @@ impl TagBuffer {
         Some(t.first)
     }
 
-    fn fill(self: &Arc<Self>, inner: &Arc<Inner>, out: &mut [i64]) -> Result<()> {
+    /// [`next_id`](Self::next_id) that never waits: the slow path with no time to wait.
+    #[inline(always)]
+    fn next_id_now(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<i64> {
+        match self.try_next_id(inner) {
+            Some(id) => Ok(id),
+            None => self.slow(inner, 1, Duration::ZERO).map(|t| t.first),
+        }
+    }
+
+    fn fill(self: &Arc<Self>, inner: &Arc<Inner>, out: &mut [i64], wait: Duration) -> Result<()> {
         let mut done = 0;
         while done < out.len() {
             let want = (out.len() - done) as u64;
@@ -414,7 +520,7 @@ impl TagBuffer {
                     }
                     t
                 }
-                None => self.slow(inner, want)?,
+                None => self.slow(inner, want, wait)?,
             };
             for (k, slot) in out[done..done + taken.count as usize]
                 .iter_mut()
@@ -499,10 +605,10 @@ impl TagBuffer {
     /// Everything that is not an atomic add: first load, switch, waiting for a refill,
     /// fork and close.
     #[cold]
-    fn slow(self: &Arc<Self>, inner: &Arc<Inner>, want: u64) -> Result<Taken> {
+    fn slow(self: &Arc<Self>, inner: &Arc<Inner>, want: u64, wait: Duration) -> Result<Taken> {
         let started = Instant::now();
         let deadline = started
-            .checked_add(inner.opts.wait_timeout)
+            .checked_add(wait)
             .unwrap_or_else(|| started + Duration::from_secs(365 * 24 * 3600));
         let mut st = self.lock();
         if !self.fresh() {

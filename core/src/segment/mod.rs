@@ -55,6 +55,9 @@ pub struct SegmentOptions {
     /// crosses the limit is cut short there; once the tag reaches it, calls fail with
     /// `InvalidConfig` naming the tag.
     pub js_safe: bool,
+    /// Tags whose first segments `connect` loads before it returns (none): the first
+    /// `next_id` of each then never waits, even with a `wait_timeout` of zero.
+    pub tags: Vec<String>,
     /// Where time comes from for the dynamic step and retry back-off.
     pub clock: Arc<dyn Clock>,
 }
@@ -74,6 +77,7 @@ impl Default for SegmentOptions {
             double_buffer: true,
             max_step: step::MAX_STEP,
             js_safe: false,
+            tags: Vec::new(),
             clock: clock::system(),
         }
     }

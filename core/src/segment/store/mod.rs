@@ -60,6 +60,13 @@ pub trait SegmentStore: Send + Sync + std::fmt::Debug {
     /// Every row of the table.
     fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>>;
 
+    /// Whether `tag` has a row: the cheap check a generator makes before it answers
+    /// `TagNotFound` for a tag missing from its cache (one indexed `SELECT` in the
+    /// SQL stores). The default lists every tag; a custom store may do better.
+    fn has_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move { Ok(self.tags().await?.iter().any(|t| t == tag)) })
+    }
+
     /// Creates the table if it does not exist.
     fn create_table(&self) -> BoxFuture<'_, Result<()>>;
 

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
-use sqlx::Row;
+use sqlx::pool::PoolConnection;
+use sqlx::{ConnectOptions, Connection, MySql, Row};
 
 use super::{
     bad_row, db_error, redact, validate_start, validate_step, Allocation, SegmentStore, TagRow,
@@ -26,6 +27,9 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leaf_alloc` (
   `update_time` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
   PRIMARY KEY (`biz_tag`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
+
+/// How long the one direct connection attempt that explains a pool time-out may take.
+const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A `leaf_alloc` table in MySQL or MariaDB.
 pub struct MysqlStore {
@@ -71,6 +75,51 @@ impl MysqlStore {
                 .connect_lazy_with(self.options.clone())
         })
     }
+
+    /// A connection from the pool. The pool retries a refused connection until its
+    /// acquire timeout and then reports only "pool timed out", losing why; in that case
+    /// one direct attempt learns the root cause (refused, no answer, access denied,
+    /// unknown database), so the message says what to fix.
+    async fn conn(&self) -> Result<PoolConnection<MySql>> {
+        match self.pool().acquire().await {
+            Ok(conn) => Ok(conn),
+            Err(sqlx::Error::PoolTimedOut) => Err(self.diagnose().await),
+            Err(e) => Err(self.connect_error(e)),
+        }
+    }
+
+    /// Why no connection could be had, from one direct connection attempt.
+    async fn diagnose(&self) -> Error {
+        let at = format!("{}:{}", self.options.get_host(), self.options.get_port());
+        match tokio::time::timeout(DIAGNOSE_TIMEOUT, self.options.connect()).await {
+            Ok(Ok(conn)) => {
+                // The server answers now: the pool was busy, or the server just came back.
+                drop(conn.close().await);
+                Error::store(format!(
+                    "no free connection to MySQL at {at} in time (all pooled connections busy, \
+                     or the server was just unreachable)"
+                ))
+            }
+            Ok(Err(e)) => self.connect_error(e),
+            Err(_) => Error::store(format!(
+                "cannot connect to MySQL at {at}: no answer within {DIAGNOSE_TIMEOUT:?} \
+                 (host down, or a firewall dropping packets?)"
+            )),
+        }
+    }
+
+    /// A failed connection attempt as the user sees it: a login or database error is
+    /// configuration (`InvalidConfig`), a network error an outage naming the address.
+    fn connect_error(&self, e: sqlx::Error) -> Error {
+        match e {
+            sqlx::Error::Io(io) => Error::store(format!(
+                "cannot connect to MySQL at {}:{}: {io}",
+                self.options.get_host(),
+                self.options.get_port()
+            )),
+            other => db_error(other),
+        }
+    }
 }
 
 impl SegmentStore for MysqlStore {
@@ -80,7 +129,8 @@ impl SegmentStore for MysqlStore {
         step: Option<i64>,
     ) -> BoxFuture<'a, Result<Allocation>> {
         Box::pin(async move {
-            let mut tx = self.pool().begin().await.map_err(db_error)?;
+            let mut conn = self.conn().await?;
+            let mut tx = conn.begin().await.map_err(db_error)?;
             // Leaf's UPDATE, guarded: only a row with a step of at least 1 whose max_id
             // has room for one more step below i64::MAX. (GREATEST keeps the subtraction
             // from overflowing, error 1690, on a row whose step is negative.)
@@ -141,7 +191,7 @@ impl SegmentStore for MysqlStore {
     fn tags(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         Box::pin(async move {
             let rows = sqlx::query("SELECT biz_tag FROM leaf_alloc")
-                .fetch_all(self.pool())
+                .fetch_all(&mut *self.conn().await?)
                 .await
                 .map_err(db_error)?;
             rows.iter()
@@ -150,12 +200,23 @@ impl SegmentStore for MysqlStore {
         })
     }
 
+    fn has_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let row = sqlx::query("SELECT 1 FROM leaf_alloc WHERE biz_tag = ?")
+                .bind(tag)
+                .fetch_optional(&mut *self.conn().await?)
+                .await
+                .map_err(db_error)?;
+            Ok(row.is_some())
+        })
+    }
+
     fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>> {
         Box::pin(async move {
             let rows = sqlx::query(
                 "SELECT biz_tag, max_id, step, description, CAST(update_time AS CHAR) AS update_time FROM leaf_alloc ORDER BY biz_tag",
             )
-            .fetch_all(self.pool())
+            .fetch_all(&mut *self.conn().await?)
             .await
             .map_err(db_error)?;
             rows.iter()
@@ -176,7 +237,7 @@ impl SegmentStore for MysqlStore {
     fn create_table(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             sqlx::raw_sql(CREATE_TABLE)
-                .execute(self.pool())
+                .execute(&mut *self.conn().await?)
                 .await
                 .map_err(db_error)?;
             Ok(())
@@ -200,7 +261,7 @@ impl SegmentStore for MysqlStore {
             .bind(start)
             .bind(step)
             .bind(description)
-            .execute(self.pool())
+            .execute(&mut *self.conn().await?)
             .await;
             match result {
                 Ok(_) => Ok(()),

@@ -276,6 +276,21 @@ impl SegmentStore for SqliteStore {
         })
     }
 
+    fn has_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let row = self
+                .run(|c| {
+                    Box::pin(
+                        sqlx::query("SELECT 1 FROM leaf_alloc WHERE biz_tag = ?")
+                            .bind(tag)
+                            .fetch_optional(c),
+                    )
+                })
+                .await?;
+            Ok(row.is_some())
+        })
+    }
+
     fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>> {
         Box::pin(async move {
             // CAST: a row written by hand with a REAL still lists (clamped).

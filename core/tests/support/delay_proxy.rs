@@ -17,6 +17,8 @@ pub struct DelayProxy {
     pub addr: SocketAddr,
     delay_ms: Arc<AtomicU64>,
     down: Arc<AtomicBool>,
+    /// While set, every chunk is held (a blackhole that releases them when cleared).
+    held: Arc<AtomicBool>,
     /// Bumped on `set_down(true)`, so open connections notice and close.
     era: Arc<AtomicU64>,
 }
@@ -30,6 +32,7 @@ impl DelayProxy {
             addr: listener.local_addr().unwrap(),
             delay_ms: Arc::new(AtomicU64::new(0)),
             down: Arc::new(AtomicBool::new(false)),
+            held: Arc::new(AtomicBool::new(false)),
             era: Arc::new(AtomicU64::new(0)),
         };
         let p = proxy.clone();
@@ -68,7 +71,15 @@ impl DelayProxy {
             .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
+    /// `true`: a blackhole: connections are accepted but no data passes, until
+    /// `false`, when what was held passes on (nothing is lost).
+    #[allow(dead_code)] // not every test binary that includes this file blackholes
+    pub fn set_blackhole(&self, held: bool) {
+        self.held.store(held, Ordering::SeqCst);
+    }
+
     /// `true`: drop open connections and refuse new ones; `false`: serve again.
+    #[allow(dead_code)] // not every test binary that includes this file refuses
     pub fn set_down(&self, down: bool) {
         if down {
             self.era.fetch_add(1, Ordering::SeqCst);
@@ -95,6 +106,12 @@ async fn pump(
                 continue;
             }
         };
+        while p.held.load(Ordering::SeqCst) {
+            if p.era.load(Ordering::SeqCst) != era {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let delay = p.delay_ms.load(Ordering::SeqCst);
         if delay > 0 {
             tokio::time::sleep(Duration::from_millis(delay)).await;

@@ -1,0 +1,392 @@
+//! Issue 12, segment mode: the never-waiting calls (`next_id_now`), the async ones
+//! (`next_id_async`), eager first segments, and tags usable at once (`create_tag`,
+//! `TagExists`, a store lookup on a cache miss). Real MariaDB and SQLite; a loopback
+//! proxy plays the outage.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+#[path = "support/delay_proxy.rs"]
+mod delay_proxy;
+#[path = "support/mysql.rs"]
+mod mysql;
+
+use leafid::clock::ManualClock;
+use leafid::runtime::{block_on, BoxFuture};
+use leafid::segment::store::memory::MemoryStore;
+use leafid::segment::{Allocation, SegmentStore, TagRow};
+use leafid::{Error, SegmentGenerator, SegmentOptions};
+use mysql::{create, fresh_tag, mysql_url};
+
+/// `create_tag`, blocking, keeping the error.
+fn try_create(gen: &SegmentGenerator, tag: &str, start: i64, step: i64) -> leafid::Result<()> {
+    let (g, t) = (gen.clone(), tag.to_string());
+    block_on(async move { g.create_tag(&t, start, step, "test").await })
+}
+
+/// A generator on the test database through `proxy`.
+fn via_proxy(proxy: &delay_proxy::DelayProxy, opts: SegmentOptions) -> SegmentGenerator {
+    let mut url = url::Url::parse(&mysql_url()).unwrap();
+    url.set_port(Some(proxy.addr.port())).unwrap();
+    SegmentGenerator::connect_blocking(url.as_str(), opts).unwrap()
+}
+
+fn proxy() -> delay_proxy::DelayProxy {
+    let u = url::Url::parse(&mysql_url()).unwrap();
+    delay_proxy::DelayProxy::start(format!("{}:{}", u.host_str().unwrap(), u.port().unwrap()))
+}
+
+/// This process's thread count (Linux).
+fn threads() -> usize {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Threads:")).unwrap();
+    line["Threads:".len()..].trim().parse().unwrap()
+}
+
+/// Polls `f` until it returns `Some`, for at most `secs` seconds.
+fn eventually<T>(secs: u64, mut f: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..secs * 100 {
+        if let Some(v) = f() {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("condition not met within {secs} s");
+}
+
+/// While the database is blackholed, `next_id_now` answers at once (no waiting out
+/// the generator's long timeout) and thousands of `next_id_async` waiters cost no
+/// threads; once it is back, every waiter resolves, with distinct ids.
+#[test]
+fn next_id_now_fails_at_once_while_the_store_is_blackholed_and_next_id_async_resolves_after_it_is_back(
+) {
+    let tag = fresh_tag("nowait");
+    create(&mysql::connect(SegmentOptions::default()), &tag, 1, 10);
+    let proxy = proxy();
+    let wait = Duration::from_secs(60);
+    let gen = via_proxy(
+        &proxy,
+        SegmentOptions {
+            wait_timeout: wait,
+            double_buffer: false,
+            tags: vec![tag.clone()],
+            ..SegmentOptions::default()
+        },
+    );
+    let h = gen.tag(&tag).unwrap();
+    let mut seen: HashSet<i64> = (0..10).map(|_| h.next_id_now().unwrap()).collect();
+    assert_eq!(seen.len(), 10);
+    proxy.set_blackhole(true);
+    // The segment is spent and the refill is stuck in the blackhole: no wait at all.
+    for _ in 0..100 {
+        match h.next_id_now() {
+            Err(Error::SegmentsExhausted { waited, .. }) => assert!(waited < wait),
+            Err(Error::StoreUnavailable { .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(gen.next_id_now(&tag).is_err());
+    }
+    let before = threads();
+    let waiters: Vec<_> = (0..2000)
+        .map(|k| {
+            let (h, gen, tag) = (h.clone(), gen.clone(), tag.clone());
+            leafid::runtime::spawn(async move {
+                if k % 2 == 0 {
+                    h.next_id_async().await
+                } else {
+                    gen.next_id_async(&tag).await
+                }
+            })
+        })
+        .collect();
+    // Let every waiter reach its wait.
+    std::thread::sleep(Duration::from_millis(300));
+    let during = threads();
+    assert!(
+        during < before + 50,
+        "{before} threads before, {during} with 2000 waiters"
+    );
+    proxy.set_blackhole(false);
+    let ids = block_on(async move {
+        let mut ids = vec![];
+        for w in waiters {
+            ids.push(w.await.unwrap());
+        }
+        ids
+    });
+    for id in ids {
+        let id = id.unwrap();
+        assert!(seen.insert(id), "id {id} issued twice");
+    }
+    assert_eq!(seen.len(), 2010);
+}
+
+/// A `wait_timeout` of zero means "never wait", and serves a tag once its segment is
+/// there: after `connect(tags=…)`, after `create_tag`, and after a handle's eager load.
+#[test]
+fn zero_wait_works_after_tag_handle_create_tag_and_connect_tags() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let admin = SegmentGenerator::connect_blocking(&url, SegmentOptions::default()).unwrap();
+    for (tag, start) in [("listed", 100), ("handled", 200)] {
+        try_create(&admin, tag, start, 10).unwrap();
+    }
+    let gen = SegmentGenerator::connect_blocking(
+        &url,
+        SegmentOptions {
+            wait_timeout: Duration::ZERO,
+            tags: vec!["listed".into()],
+            ..SegmentOptions::default()
+        },
+    )
+    .unwrap();
+    // `admin` holds the first segments (create_tag loads them): 100..110, 200..210.
+    assert_eq!(gen.next_id("listed").unwrap(), 110);
+    assert_eq!(gen.next_id_now("listed").unwrap(), 111);
+
+    try_create(&gen, "created", 300, 10).unwrap();
+    assert_eq!(gen.next_id("created").unwrap(), 300);
+
+    let h = gen.tag("handled").unwrap();
+    eventually(10, || {
+        let stats = gen.stats();
+        stats
+            .iter()
+            .any(|s| s.tag == "handled" && s.next_ready)
+            .then_some(())
+    });
+    assert_eq!(h.next_id().unwrap(), 210);
+    assert_eq!(h.next_id_now().unwrap(), 211);
+}
+
+/// `connect(tags=…)` naming a tag the table lacks fails, naming the tag.
+#[test]
+fn connect_with_a_missing_tag_in_tags_fails_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let err = SegmentGenerator::connect_blocking(
+        &url,
+        SegmentOptions {
+            tags: vec!["nowhere".into()],
+            ..SegmentOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, Error::TagNotFound { ref tag } if tag == "nowhere"),
+        "{err:?}"
+    );
+}
+
+/// A tag created by another generator (another process, in production) works on the
+/// first call of each kind: blocking, async, and — once its lookup ran — never-waiting.
+#[test]
+fn tag_created_by_another_generator_works_on_first_call() {
+    let a = mysql::connect(SegmentOptions::default());
+    let b = mysql::connect(SegmentOptions::default());
+    let (t1, t2, t3) = (
+        fresh_tag("other1"),
+        fresh_tag("other2"),
+        fresh_tag("other3"),
+    );
+    for t in [&t1, &t2, &t3] {
+        create(&a, t, 1000, 100);
+    }
+    // `a` holds each tag's first segment (create_tag loads it): b's starts at 1100.
+    assert_eq!(b.next_id(&t1).unwrap(), 1100);
+    let (g, t) = (b.clone(), t2.clone());
+    assert_eq!(
+        block_on(async move { g.next_id_async(&t).await }).unwrap(),
+        1100
+    );
+    // Never waits: the first call starts the lookup and says the tag is not known yet.
+    let err = b.next_id_now(&t3).unwrap_err();
+    assert!(matches!(err, Error::TagNotFound { .. }), "{err:?}");
+    assert!(err.to_string().contains("refresh()"), "{err}");
+    let id = eventually(10, || b.next_id_now(&t3).ok());
+    assert_eq!(id, 1100);
+}
+
+/// A row inserted by SQL the way Java Leaf's docs do it works on the first call.
+#[test]
+fn tag_inserted_by_sql_leaf_style_works_on_first_call() {
+    let gen = mysql::connect(SegmentOptions::default());
+    let tag = fresh_tag("leafsql");
+    let t = tag.clone();
+    block_on(async move {
+        let pool = sqlx::MySqlPool::connect(&mysql_url()).await.unwrap();
+        sqlx::query(
+            "INSERT INTO leaf_alloc(biz_tag, max_id, step, description) VALUES(?, 1, 2000, 'Test leaf Segment Mode Get Id')",
+        )
+        .bind(&t)
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+    });
+    assert_eq!(gen.next_id(&tag).unwrap(), 1);
+    assert_eq!(gen.tag(&tag).unwrap().next_id().unwrap(), 2);
+}
+
+/// `TagExists` says the tag is usable as it is, and it is, at once.
+#[test]
+fn tag_exists_makes_the_tag_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let a = SegmentGenerator::connect_blocking(&url, SegmentOptions::default()).unwrap();
+    let b = SegmentGenerator::connect_blocking(
+        &url,
+        SegmentOptions {
+            wait_timeout: Duration::from_secs(5),
+            ..SegmentOptions::default()
+        },
+    )
+    .unwrap();
+    try_create(&a, "dup", 7, 10).unwrap();
+    let err = try_create(&b, "dup", 1, 10).unwrap_err();
+    assert!(matches!(err, Error::TagExists { .. }), "{err:?}");
+    assert!(err.to_string().contains("usable as it is"), "{err}");
+    assert!(b.tags().contains(&"dup".to_string()));
+    // `a` holds the first segment, 7..17.
+    assert_eq!(b.next_id("dup").unwrap(), 17);
+}
+
+/// A memory store that counts `has_tag` lookups.
+#[derive(Debug)]
+struct Counting {
+    inner: MemoryStore,
+    lookups: AtomicU64,
+}
+
+impl SegmentStore for Counting {
+    fn allocate<'a>(
+        &'a self,
+        tag: &'a str,
+        step: Option<i64>,
+    ) -> BoxFuture<'a, leafid::Result<Allocation>> {
+        self.inner.allocate(tag, step)
+    }
+    fn tags(&self) -> BoxFuture<'_, leafid::Result<Vec<String>>> {
+        self.inner.tags()
+    }
+    fn has_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, leafid::Result<bool>> {
+        self.lookups.fetch_add(1, Ordering::SeqCst);
+        self.inner.has_tag(tag)
+    }
+    fn rows(&self) -> BoxFuture<'_, leafid::Result<Vec<TagRow>>> {
+        self.inner.rows()
+    }
+    fn create_table(&self) -> BoxFuture<'_, leafid::Result<()>> {
+        self.inner.create_table()
+    }
+    fn create_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        start: i64,
+        step: i64,
+        description: &'a str,
+    ) -> BoxFuture<'a, leafid::Result<()>> {
+        self.inner.create_tag(tag, start, step, description)
+    }
+    fn reopen(&self) -> leafid::Result<Arc<dyn SegmentStore>> {
+        self.inner.reopen()
+    }
+}
+
+/// A caller hammering an unknown tag costs the store one lookup per name per
+/// second; invalid names are never looked up; a tag made meanwhile is found once the
+/// window passed.
+#[test]
+fn lookup_on_miss_is_rate_limited() {
+    let store = Arc::new(Counting {
+        inner: MemoryStore::new(),
+        lookups: AtomicU64::new(0),
+    });
+    let clock = ManualClock::new(1_000_000);
+    let dynstore: Arc<dyn SegmentStore> = store.clone();
+    let gen = block_on(SegmentGenerator::with_store(
+        dynstore,
+        SegmentOptions {
+            clock: clock.clone(),
+            ..SegmentOptions::default()
+        },
+    ))
+    .unwrap();
+    let count = || store.lookups.load(Ordering::SeqCst);
+    for _ in 0..50 {
+        assert!(matches!(
+            gen.next_id("ghost"),
+            Err(Error::TagNotFound { .. })
+        ));
+        assert!(matches!(gen.tag("ghost"), Err(Error::TagNotFound { .. })));
+        assert!(matches!(
+            gen.next_id_now("ghost"),
+            Err(Error::TagNotFound { .. })
+        ));
+        assert!(matches!(
+            gen.next_id("").unwrap_err(),
+            Error::InvalidTag { .. }
+        ));
+    }
+    assert_eq!(count(), 1);
+    assert!(matches!(
+        gen.next_id("phantom"),
+        Err(Error::TagNotFound { .. })
+    ));
+    assert_eq!(count(), 2, "another name has its own lookup");
+    let s = store.clone();
+    block_on(async move { s.inner.create_tag("ghost", 5, 10, "").await }).unwrap();
+    assert!(matches!(
+        gen.next_id("ghost"),
+        Err(Error::TagNotFound { .. })
+    ));
+    assert_eq!(count(), 2, "still within the window");
+    clock.advance(1_000);
+    assert_eq!(gen.next_id("ghost").unwrap(), 5);
+    assert_eq!(count(), 3);
+    // Found tags are cached: no more lookups.
+    for _ in 0..10 {
+        gen.next_id("ghost").unwrap();
+    }
+    assert_eq!(count(), 3);
+}
+
+/// A MySQL port with nothing listening: the error says "refused" and where, not
+/// "pool timed out", and never repeats "store unavailable" or shows the password.
+#[test]
+fn refused_mysql_names_the_root_cause() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("mysql://leaf:s3cretpw@127.0.0.1:{port}/leafid");
+    let err = SegmentGenerator::connect_blocking(&url, SegmentOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+    assert!(text.to_lowercase().contains("refused"), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(!text.contains("pool timed out"), "{text}");
+    assert!(!text.contains("s3cretpw"), "{text}");
+    assert_eq!(text.matches("store unavailable").count(), 1, "{text}");
+}
+
+/// A wrong password and an unknown database are configuration errors that say so.
+#[test]
+fn wrong_password_and_unknown_database_are_configuration_errors() {
+    let good = url::Url::parse(&mysql_url()).unwrap();
+    let mut bad_pw = good.clone();
+    bad_pw.set_password(Some("definitely-wrong-pw")).unwrap();
+    let err =
+        SegmentGenerator::connect_blocking(bad_pw.as_str(), SegmentOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("refused the login"), "{err}");
+    assert!(!err.to_string().contains("definitely-wrong-pw"), "{err}");
+    let mut bad_db = good.clone();
+    bad_db.set_path("/no_such_db_leafid_12");
+    let err =
+        SegmentGenerator::connect_blocking(bad_db.as_str(), SegmentOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(err.to_string().contains("no_such_db_leafid_12"), "{err}");
+}

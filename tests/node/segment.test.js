@@ -49,7 +49,8 @@ test('refresh picks up a tag created by another generator', async () => {
   const a = await leafid.SegmentGenerator.connect(url);
   const b = await leafid.SegmentGenerator.connect(url);
   await a.createTag('new');
-  assert.throws(() => b.nextId('new'), { code: 'LEAF_TAG_NOT_FOUND' });
+  // Before the refresh, b's first nextId may already find the tag (the core looks a
+  // cache miss up in the store, issue 12), so only the state after it is asserted.
   await b.refresh();
   assert.ok(b.nextId('new') > 0n);
   await a.close();

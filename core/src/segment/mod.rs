@@ -3,9 +3,16 @@
 //! Each tag (`biz_tag`) is a row of `leaf_alloc`. A generator reserves `step` ids at a
 //! time by raising the row's `max_id`, and hands them out from memory. Like Leaf it keeps
 //! two segments per tag: once 10% of the current one is used, a background task loads
-//! the next, so a caller waits on the database only when both are spent, and then only
-//! up to [`SegmentOptions::wait_timeout`]. The step grows and shrinks so a segment lasts
-//! about 15 minutes ([`step`]).
+//! the next, so a caller meets the database only when both are spent (or on a tag's
+//! first use). Then `next_id` blocks up to [`SegmentOptions::wait_timeout`],
+//! `next_id_now` never waits (it fails at once while the refill runs in the
+//! background), and `next_id_async` waits up to the timeout on a notification, holding
+//! no thread. The step grows and shrinks so a segment lasts about 15 minutes ([`step`]).
+//!
+//! Tags are usable at once: a handle starts loading its tag's first segment when made,
+//! `create_tag` returns with it loaded, [`SegmentOptions::tags`] are loaded at connect,
+//! and a tag missing from the cache is looked up in the store (at most once a second per
+//! name) before `TagNotFound`.
 //!
 //! ```
 //! # fn main() -> leafid::Result<()> {
@@ -40,7 +47,10 @@ pub use store::{Allocation, SegmentStore, TagRow};
 /// How a [`SegmentGenerator`] behaves. `Default` gives Leaf's values.
 #[derive(Debug, Clone)]
 pub struct SegmentOptions {
-    /// How long `next_id` waits for a refill when both segments are spent (1 s).
+    /// How long `next_id` (blocking) and `next_id_async` wait for a refill when no id is
+    /// at hand, and how long the blocking calls wait for the store lookup of a tag
+    /// missing from the cache (1 s). Zero means "never wait": such calls then fail at
+    /// once, as `next_id_now` always does, and work once a segment is there.
     pub wait_timeout: Duration,
     /// How often the tag list is reloaded from the table (60 s, as Leaf).
     pub refresh_interval: Duration,
@@ -57,7 +67,9 @@ pub struct SegmentOptions {
     /// `InvalidConfig` naming the tag.
     pub js_safe: bool,
     /// Tags whose first segments `connect` loads before it returns (none): the first
-    /// `next_id` of each then never waits, even with a `wait_timeout` of zero.
+    /// `next_id` of each then never waits, even with a `wait_timeout` of zero. A tag
+    /// missing from the table, or whose first load fails, fails the connect with an
+    /// error naming it.
     pub tags: Vec<String>,
     /// Where time comes from for the dynamic step and retry back-off.
     pub clock: Arc<dyn Clock>,

@@ -101,8 +101,9 @@ fn next_id_now_fails_at_once_while_the_store_is_blackholed_and_next_id_async_res
             })
         })
         .collect();
-    // Let every waiter reach its wait.
-    std::thread::sleep(Duration::from_millis(300));
+    // Let every waiter reach its wait (well within the pool's 1.5 s acquire timeout,
+    // after which the stuck refill would fail and end the waits with its error).
+    std::thread::sleep(Duration::from_millis(100));
     let during = threads();
     assert!(
         during < before + 50,

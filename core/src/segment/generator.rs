@@ -1632,6 +1632,45 @@ mod tests {
         assert_eq!(ids, vec![1, 2, 3]);
     }
 
+    /// Issue 12: `next_id_now` never waits, on any branch of the slow path: a first
+    /// load that never finishes, an unknown tag, a closed generator. (With a 600 s
+    /// timeout, a call that waited would hang the test.) The async call waits and then
+    /// hears of the abandoned refill.
+    #[test]
+    fn next_id_now_never_waits_and_next_id_async_reports_the_abandoned_refill() {
+        let store = Arc::new(Hanging {
+            inner: Arc::new(MemoryStore::new()),
+            hang: AtomicBool::new(true),
+        });
+        let s = store.inner.clone();
+        runtime::block_on(async move { s.create_tag("t", 1, 10, "").await }).unwrap();
+        let opts = SegmentOptions {
+            wait_timeout: Duration::from_secs(600),
+            ..SegmentOptions::default()
+        };
+        let gen = generator(store.clone(), opts);
+        let h = gen.tag("t").unwrap(); // starts the first load, which hangs
+        for _ in 0..3 {
+            let err = h.next_id_now().unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::SegmentsExhausted { .. } | Error::StoreUnavailable { .. }
+                ),
+                "{err:?}"
+            );
+            assert!(gen.next_id_now("t").is_err());
+            assert!(gen.next_ids_now("t", 3).is_err());
+        }
+        let err = gen.next_id_now("nope").unwrap_err();
+        assert!(matches!(err, Error::TagNotFound { .. }), "{err:?}");
+        let err = runtime::block_on(h.next_id_async()).unwrap_err();
+        assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+        gen.close();
+        assert!(matches!(h.next_id_now(), Err(Error::Closed)));
+        assert!(matches!(gen.next_id_now("nope"), Err(Error::Closed)));
+    }
+
     /// A store whose `tags()` waits for a signal after reading the listing, so a test
     /// can run `create_tag` while a refresh holds a listing that misses the new tag.
     #[derive(Debug)]

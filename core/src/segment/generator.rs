@@ -1052,6 +1052,12 @@ async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
     }
 }
 
+/// Waits up to `wait` for a lookup's answer (the tag is then in the cache if found).
+async fn answered(mut answer: Answer, wait: Duration) {
+    // An error means the lookup task is gone (its runtime shut down): nothing to wait for.
+    let _ = tokio::time::timeout(wait, answer.wait_for(Option::is_some)).await;
+}
+
 /// `start + wait`, or a year from `start` when that overflows ("wait forever").
 fn deadline_after(start: Instant, wait: Duration) -> Instant {
     start
@@ -1222,12 +1228,13 @@ impl Inner {
             .ask(tag, now);
         match ask {
             Ask::Join(answer) => answer,
-            Ask::Start(answer) => {
-                let (inner, tag, cell) = (self.clone(), tag.to_string(), answer.clone());
+            Ask::Start(reply, answer) => {
+                let (inner, tag) = (self.clone(), tag.to_string());
                 // On the runtime, not in the caller's future: a caller that stops
                 // waiting does not cancel the lookup others share.
                 drop(runtime::spawn(async move {
-                    cell.get_or_init(|| inner.look_up(tag)).await;
+                    let found = inner.look_up(tag).await;
+                    let _ = reply.send(Some(found));
                 }));
                 answer
             }
@@ -1267,14 +1274,10 @@ impl Inner {
         self.may_look_up(tag)?;
         let answer = self.lookup(tag);
         let wait = self.opts.wait_timeout;
-        if answer.initialized() || wait.is_zero() {
+        if answer.borrow().is_some() || wait.is_zero() {
             return self.found(tag);
         }
-        let inner = self.clone();
-        let name = tag.to_string();
-        runtime::block_on(async move {
-            let _ = tokio::time::timeout(wait, answer.get_or_init(|| inner.look_up(name))).await;
-        });
+        runtime::block_on(answered(answer, wait));
         self.found(tag)
     }
 
@@ -1293,14 +1296,7 @@ impl Inner {
             return Ok(buf.clone());
         }
         self.may_look_up(tag)?;
-        let answer = self.lookup(tag);
-        let inner = self.clone();
-        let name = tag.to_string();
-        let _ = tokio::time::timeout(
-            self.opts.wait_timeout,
-            answer.get_or_init(|| inner.look_up(name)),
-        )
-        .await;
+        answered(self.lookup(tag), self.opts.wait_timeout).await;
         self.found(tag)
     }
 

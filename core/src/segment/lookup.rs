@@ -9,7 +9,6 @@
 //! of distinct unknown names costs bounded memory.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -18,14 +17,19 @@ pub const LOOKUP_EVERY_MS: i64 = 1_000;
 /// How many names the rate limit remembers at most.
 pub const MAX_REMEMBERED: usize = 1024;
 
-/// The shared answer of one lookup: empty while it runs, then whether the tag exists.
-pub type Answer = Arc<tokio::sync::OnceCell<bool>>;
+/// The shared answer of one lookup: `None` while it runs, then whether the tag exists.
+/// A channel rather than a once-cell, so that waiters only ever wait: the lookup is run
+/// by one task, never by a waiter that may stop waiting halfway.
+pub type Answer = tokio::sync::watch::Receiver<Option<bool>>;
+
+/// Where the task running a lookup sends its answer.
+pub type Reply = tokio::sync::watch::Sender<Option<bool>>;
 
 /// What a caller should do about a missing tag.
 #[derive(Debug)]
 pub enum Ask {
-    /// Start this lookup (nobody asked about the name recently), then wait on it.
-    Start(Answer),
+    /// Run this lookup (nobody asked about the name recently) and send its answer.
+    Start(Reply, Answer),
     /// A lookup made recently: wait on it (or read its answer).
     Join(Answer),
 }
@@ -50,11 +54,11 @@ impl Lookups {
         while self.order.len() >= MAX_REMEMBERED {
             self.pop_oldest();
         }
-        let answer = Answer::default();
+        let (reply, answer) = tokio::sync::watch::channel(None);
         self.by_name
             .insert(tag.to_string(), (now_ms, answer.clone()));
         self.order.push_back((tag.to_string(), now_ms));
-        Ask::Start(answer)
+        Ask::Start(reply, answer)
     }
 
     /// How many names are remembered (for tests of the bound).
@@ -95,13 +99,13 @@ mod tests {
     #[test]
     fn one_lookup_per_name_per_window() {
         let mut l = Lookups::default();
-        assert!(matches!(l.ask("a", 0), Ask::Start(_)));
+        assert!(matches!(l.ask("a", 0), Ask::Start(..)));
         assert!(matches!(l.ask("a", 999), Ask::Join(_)));
-        assert!(matches!(l.ask("b", 999), Ask::Start(_)));
-        assert!(matches!(l.ask("a", 1000), Ask::Start(_)));
+        assert!(matches!(l.ask("b", 999), Ask::Start(..)));
+        assert!(matches!(l.ask("a", 1000), Ask::Start(..)));
         assert!(matches!(l.ask("a", 1500), Ask::Join(_)));
         // A clock that stepped back does not hold lookups off.
-        assert!(matches!(l.ask("a", 10), Ask::Start(_)));
+        assert!(matches!(l.ask("a", 10), Ask::Start(..)));
     }
 
     #[test]

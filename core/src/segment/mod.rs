@@ -33,8 +33,10 @@ mod atomics;
 mod buffer;
 mod generator;
 mod lookup;
+mod refill;
 pub mod step;
 pub mod store;
+mod tag_buffer;
 
 use std::sync::Arc;
 use std::time::Duration;

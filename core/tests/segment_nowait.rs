@@ -208,6 +208,12 @@ fn tag_created_by_another_generator_works_on_first_call() {
     assert!(err.to_string().contains("refresh()"), "{err}");
     let id = eventually(10, || b.next_id_now(&t3).ok());
     assert_eq!(id, 1100);
+    // The handle's never-waiting twin behaves the same.
+    let t4 = fresh_tag("other4");
+    create(&a, &t4, 1000, 100);
+    assert!(matches!(b.tag_now(&t4), Err(Error::TagNotFound { .. })));
+    let h = eventually(10, || b.tag_now(&t4).ok());
+    assert_eq!(eventually(10, || h.next_id_now().ok()), 1100);
 }
 
 /// A row inserted by SQL the way Java Leaf's docs do it works on the first call.

@@ -289,6 +289,23 @@ impl SegmentGenerator {
         })
     }
 
+    /// [`tag`](Self::tag) that never waits (for callers that must never block, such
+    /// as Node's synchronous calls): a tag missing from the cache fails at once with
+    /// [`Error::TagNotFound`] while its store lookup runs in the background, so a later
+    /// call finds a tag that exists.
+    pub fn tag_now(&self, tag: &str) -> Result<TagHandle> {
+        let cached = self.inner.tags.load().get(tag).cloned();
+        let buf = match cached {
+            Some(buf) => buf,
+            None => self.inner.find_now(tag)?,
+        };
+        buf.load_first(&self.inner);
+        Ok(TagHandle {
+            buf,
+            inner: self.inner.clone(),
+        })
+    }
+
     /// The tags known since the last refresh (or found by a lookup), sorted.
     pub fn tags(&self) -> Vec<String> {
         let mut tags: Vec<String> = self.inner.tags.load().live.keys().cloned().collect();

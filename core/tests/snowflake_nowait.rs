@@ -309,3 +309,56 @@ fn mysql_drop_with_the_registry_blackholed_returns() {
 fn zookeeper_drop_with_the_registry_blackholed_returns() {
     drop_returns(Backend::Zookeeper);
 }
+
+/// The blocking `next_id` may wait for the registry, but only as long as the
+/// registry's timeouts: through a blackhole it fails with `RegistryUnavailable` (once
+/// it hung for good on a statement without a timeout, holding the lease state).
+#[test]
+fn mysql_blocking_next_id_through_a_blackhole_fails_instead_of_hanging() {
+    let (proxy, via, _) = registry(Backend::Mysql, "block");
+    let cache = tempfile::tempdir().unwrap();
+    let gen = build(&via, cache.path()).unwrap();
+    gen.next_ids(100).unwrap();
+    proxy.set_blackhole(true);
+    let g = gen.clone();
+    let err = returns(
+        "the blocking next_id hung on the blackholed registry",
+        move || loop {
+            if let Err(e) = g.next_id() {
+                return e;
+            }
+        },
+    );
+    assert!(matches!(err, Error::RegistryUnavailable { .. }), "{err:?}");
+    proxy.set_blackhole(false);
+    gen.close();
+}
+
+/// `next_id_now` sleeps out only a backward step too small to count as waiting (twice
+/// the step at most 10 ms); a larger one, which the blocking call sleeps out under a
+/// wider `max_backward`, fails at once with `ClockMovedBackwards`.
+#[test]
+fn next_id_now_sleeps_out_only_a_tiny_backward_step() {
+    let cache = tempfile::tempdir().unwrap();
+    let clock = leafid::ManualClock::new(1_700_000_000_000);
+    let gen = SnowflakeGenerator::builder()
+        .registry(leafid::snowflake::RegistryConfig::Fixed(811))
+        .clock(clock.clone())
+        .cache_dir(cache.path())
+        .max_backward(Duration::from_millis(100))
+        .build_blocking()
+        .unwrap();
+    let a = gen.next_id_now().unwrap();
+    clock.advance(-3);
+    let b = gen.next_id_now().unwrap();
+    assert!(b > a);
+    clock.advance(-50);
+    let err = gen.next_id_now().unwrap_err();
+    assert!(
+        matches!(err, Error::ClockMovedBackwards { offset_ms } if offset_ms >= 50),
+        "{err:?}"
+    );
+    let c = gen.next_id().unwrap();
+    assert!(c > b);
+    gen.close();
+}

@@ -79,6 +79,7 @@ impl DelayProxy {
     }
 
     /// `true`: drop open connections and refuse new ones; `false`: serve again.
+    #[allow(dead_code)] // not every test binary that includes this file refuses
     pub fn set_down(&self, down: bool) {
         if down {
             self.era.fetch_add(1, Ordering::SeqCst);

@@ -15,7 +15,18 @@
 //!
 //! The lock-free part (the word's compare-and-swap, the limit's word, the gate) lives in
 //! `word.rs`, which states what it guarantees and is model-checked with loom
-//! (`tests/loom_snowflake.rs`); this file adds the clock, the waits and the I/O.
+//! (`tests/loom_snowflake.rs`); this file adds the clock, the sessions and the I/O;
+//! `generator/slow.rs` the slow path as each kind of caller may wait (`next_id` blocks,
+//! `next_id_now` never waits on I/O, `next_id_async` awaits) and `generator/close.rs`
+//! the bounded close.
+//!
+//! Where a caller's thread can block, and for how long: `build_blocking` (the registry's
+//! timeouts and `startup_wait`); `next_id` / `next_ids` / `fill` (one persist or one
+//! re-acquire after a fork, bounded by the registry's timeouts and
+//! [`REGISTRY_CALL_LIMIT`]; a backward step up to twice `max_backward`); `close` /
+//! `close_within` (the deadline given). Nothing else: `next_id_now`, `try_next_id`,
+//! the async calls and every `Drop` return without waiting on I/O, and the heartbeat
+//! holds the lease state only across registry calls that are bounded.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};

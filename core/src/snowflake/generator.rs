@@ -1056,16 +1056,24 @@ impl SnowflakeGenerator {
     /// [`MAX_ASYNC_WAIT`], then fails with the cause's error. Clock waits are timers.
     pub fn next_id_async(&self) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
         let gen = self.clone();
-        runtime::run(async move {
-            let core = gen.inner.core.clone();
-            let deadline = tokio::time::Instant::now() + MAX_ASYNC_WAIT;
-            loop {
-                match gen.attempt() {
-                    Ok(id) => return Ok(id),
-                    Err(stall) => core.stalled_async(stall, deadline).await?,
-                }
+        async move {
+            // The fast path on the caller's executor (lock-free, no I/O); only the slow
+            // path moves to the core's runtime, where its timers and I/O live.
+            if let Ok(id) = gen.attempt() {
+                return Ok(id);
             }
-        })
+            runtime::run(async move {
+                let core = gen.inner.core.clone();
+                let deadline = tokio::time::Instant::now() + MAX_ASYNC_WAIT;
+                loop {
+                    match gen.attempt() {
+                        Ok(id) => return Ok(id),
+                        Err(stall) => core.stalled_async(stall, deadline).await?,
+                    }
+                }
+            })
+            .await
+        }
     }
 
     /// `n` ids, waiting without holding a thread (see [`next_id_async`](Self::next_id_async)).

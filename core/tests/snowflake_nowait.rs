@@ -362,3 +362,26 @@ fn next_id_now_sleeps_out_only_a_tiny_backward_step() {
     assert!(c > b);
     gen.close();
 }
+
+/// With the registry answering, `close_within` and `close_async` report the release
+/// done, and a later close of the same generator says so too.
+#[test]
+fn close_reports_a_completed_release() {
+    let cache = tempfile::tempdir().unwrap();
+    let build_fixed = |id| {
+        SnowflakeGenerator::builder()
+            .registry(leafid::snowflake::RegistryConfig::Fixed(id))
+            .cache_dir(cache.path())
+            .build_blocking()
+            .unwrap()
+    };
+    let a = build_fixed(814);
+    a.next_id().unwrap();
+    assert!(a.close_within(HANG));
+    assert!(a.close_within(Duration::ZERO), "already released");
+    let b = build_fixed(815);
+    b.next_id().unwrap();
+    let closing = b.close_async();
+    assert!(matches!(b.next_id_now(), Err(Error::Closed)));
+    assert!(leafid::runtime::block_on(closing));
+}

@@ -88,8 +88,16 @@ impl Core {
             Stall::Shut { now } => self.reopen_async(now, deadline).await,
             Stall::Overflow => Err(self.overflow()),
             // The next millisecond is at most one away on a running clock: a spin costs
-            // less than a timer, and a stopped clock fails as in the blocking path.
-            Stall::Spent { last } => self.wait_next_ms(last, Wait::Block),
+            // less than a timer. A clock that stands still past the spin is waited for
+            // with timers (never a sleep on the runtime's threads) until the deadline.
+            Stall::Spent { last } => match self.wait_next_ms(last, Wait::Never) {
+                Err(e) if tokio::time::Instant::now() >= deadline => Err(e),
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    Ok(())
+                }
+                Ok(()) => Ok(()),
+            },
             Stall::Behind { last, ts } => {
                 let offset = self.backward_waitable(last, ts, Wait::Block)?;
                 tokio::time::sleep(Duration::from_millis((offset as u64) << 1)).await;

@@ -542,6 +542,17 @@ impl Core {
         word::gate_shut(now, self.limit.word(), runtime::fork_epoch, &self.epoch)
     }
 
+    /// Keeps the outcome of a persist as the cause callers see while the gate is shut
+    /// (`next_id_now` reports it without asking the registry): a failure's message, or
+    /// none after a success.
+    fn note_persist(&self, result: &Result<()>) {
+        match result {
+            Ok(()) => self.last_failure.store(Arc::new(Failure::Text(String::new()))),
+            Err(Error::Closed | Error::LeaseLost { .. }) => {}
+            Err(e) => self.last_failure.store(Arc::new(Failure::of(e))),
+        }
+    }
+
     /// Remembers the registry's clock from a reading that passed the skew check.
     fn keep_clock_ref(&self, reading: &super::registry::ClockReading) {
         // The reading may be older than now (a registry that waited after reading its
@@ -883,9 +894,11 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
             continue;
         }
         let bound = core.clock.now_millis() + core.settings.lookahead_ms;
-        if let Err(e) = persist(&core, &session, bound).await {
+        let result = persist(&core, &session, bound).await;
+        if let Err(e) = &result {
             tracing::warn!(error = %e, "heartbeat could not persist a time bound");
         }
+        core.note_persist(&result);
     }
 }
 

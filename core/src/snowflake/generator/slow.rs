@@ -414,11 +414,11 @@ pub(super) async fn catch_up(core: Arc<Core>) -> Result<()> {
             core.settings.lookahead_ms
         )));
     }
+    core.note_persist(&result);
     let answer = match result {
         Ok(()) => Ok(()),
         Err(e @ (Error::Closed | Error::LeaseLost { .. })) => Err(e),
-        Err(e) => {
-            core.last_failure.store(Arc::new(Failure::of(&e)));
+        Err(_) => {
             // Release pairs with the Acquire in `reopen`: a caller that sees the deadline also sees the message.
             // From the clock after the attempt: a timed-out one took seconds.
             let until = core.clock.now_millis() + RENEW_BACKOFF_MS;

@@ -123,6 +123,8 @@ impl Failure {
                 max_skew_ms: *max_skew_ms,
                 source: source_desc.clone(),
             },
+            // The cause alone: `renew_error` wraps it in a `RegistryUnavailable` again.
+            Error::RegistryUnavailable { cause } => Failure::Text(cause.clone()),
             other => Failure::Text(other.to_string()),
         }
     }

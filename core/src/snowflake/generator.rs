@@ -47,12 +47,6 @@ use crate::runtime;
 mod close;
 mod slow;
 
-/// Clock reads spent waiting for the next millisecond before sleeping instead. A real
-/// clock moves on long before this (a read costs ~20 ns); only a stopped or manual
-/// clock gets here.
-const SPIN_READS: u32 = 200_000;
-/// How long a stalled clock is waited for at a sequence overflow before giving up.
-const STALL_LIMIT_MS: u32 = 1_000;
 /// The first wait before retrying a failed re-acquire; doubles up to the last one.
 const REACQUIRE_FIRST_RETRY: Duration = Duration::from_millis(250);
 /// The longest wait between re-acquire attempts (or the heartbeat, when shorter), so a

@@ -24,10 +24,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::word::{self, Stall};
-use super::{skew_of, Core, Failure, Session, SPIN_READS, STALL_LIMIT_MS};
+use super::{skew_of, Core, Failure, Session};
 use crate::error::{Error, Result};
 use crate::runtime;
 
+/// Clock reads spent waiting for the next millisecond before sleeping instead. A real
+/// clock moves on long before this (a read costs ~20 ns); only a stopped or manual
+/// clock gets here.
+const SPIN_READS: u32 = 200_000;
+/// How long a stalled clock is waited for at a sequence overflow before giving up.
+const STALL_LIMIT_MS: u32 = 1_000;
 /// After a failed catch-up persist, callers get its error without retrying for this long.
 const RENEW_BACKOFF_MS: i64 = 100;
 /// The largest sleep `_now` takes for a backward clock step (twice the step): the

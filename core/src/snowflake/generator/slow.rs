@@ -39,7 +39,7 @@ const RENEW_BACKOFF_MS: i64 = 100;
 /// The largest sleep `_now` takes for a backward clock step (twice the step): the
 /// caller asked not to wait, so only a step this small is waited out, as a CPU-scale
 /// pause rather than an I/O wait.
-pub(super) const NOW_MAX_SLEEP_MS: i64 = 10;
+const NOW_MAX_SLEEP_MS: i64 = 10;
 /// How long an async caller waits between checks while a lost lease or a fork's worker
 /// id is being re-acquired by someone else.
 const ASYNC_POLL: Duration = Duration::from_millis(10);
@@ -48,7 +48,7 @@ const ASYNC_RETRY: Duration = Duration::from_millis(100);
 
 /// How a synchronous caller of the slow path may wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Wait {
+enum Wait {
     /// May block on the registry (bounded by its timeouts).
     Block,
     /// Never waits on I/O.

@@ -385,3 +385,25 @@ fn close_reports_a_completed_release() {
     assert!(matches!(b.next_id_now(), Err(Error::Closed)));
     assert!(leafid::runtime::block_on(closing));
 }
+
+/// A drop no longer waits for the release, yet a generator built right after it for
+/// the same identity starts (it waits for that release) instead of failing with
+/// `WorkerIdInUse`; its ids are above the dropped one's.
+#[test]
+fn a_generator_built_right_after_a_drop_of_its_identity_starts() {
+    let cache = tempfile::tempdir().unwrap();
+    let build_fixed = || {
+        SnowflakeGenerator::builder()
+            .registry(leafid::snowflake::RegistryConfig::Fixed(816))
+            .cache_dir(cache.path())
+            .build_blocking()
+    };
+    let mut last = 0;
+    for _ in 0..20 {
+        let gen = build_fixed().expect("built right after the previous one was dropped");
+        let id = gen.next_id().unwrap();
+        assert!(id > last);
+        last = id;
+        drop(gen);
+    }
+}

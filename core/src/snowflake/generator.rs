@@ -543,7 +543,9 @@ impl Core {
     /// none after a success.
     fn note_persist(&self, result: &Result<()>) {
         match result {
-            Ok(()) => self.last_failure.store(Arc::new(Failure::Text(String::new()))),
+            Ok(()) => self
+                .last_failure
+                .store(Arc::new(Failure::Text(String::new()))),
             Err(Error::Closed | Error::LeaseLost { .. }) => {}
             Err(e) => self.last_failure.store(Arc::new(Failure::of(e))),
         }
@@ -614,7 +616,12 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
     let cache_dir = settings.cache_dir.clone();
     let _ = tokio::task::spawn_blocking(move || super::registry::cache::prune(&cache_dir)).await;
     let identity_lock = match registry.host_identity() {
-        Some(identity) => Some(claim_identity(&identity)?),
+        Some(identity) => {
+            // A generator of this identity dropped or closed just before: its release
+            // runs in the background, bounded by the registry calls' limit.
+            close::wait_for_release(&identity, REGISTRY_CALL_LIMIT * 2).await;
+            Some(claim_identity(&identity)?)
+        }
         None => None,
     };
     core.limit.set(OPENING_LIMIT);

@@ -21,6 +21,33 @@ use super::super::registry::CacheEntry;
 use super::{bounded, Core, Session};
 use crate::runtime;
 
+/// Host identities whose generator was closed (or dropped) in this process while its
+/// release still runs, with the signal of its end. A new generator for one of them
+/// waits for that release ([`wait_for_release`]) rather than failing with
+/// `WorkerIdInUse` because a drop no longer waits.
+type Releasing = Vec<(String, tokio::sync::watch::Receiver<bool>)>;
+static RELEASING: std::sync::Mutex<Releasing> = std::sync::Mutex::new(Vec::new());
+
+fn releasing() -> std::sync::MutexGuard<'static, Releasing> {
+    RELEASING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits (at most `limit`) for the releases of `identity` started by closes in this
+/// process. Runs on the runtime, in a constructor.
+pub(super) async fn wait_for_release(identity: &str, limit: Duration) {
+    let pending: Vec<_> = {
+        let mut all = releasing();
+        all.retain(|(_, done)| !*done.borrow());
+        all.iter()
+            .filter(|(id, _)| id == identity)
+            .map(|(_, done)| done.clone())
+            .collect()
+    };
+    for mut done in pending {
+        let _ = tokio::time::timeout(limit, done.wait_for(|d| *d)).await;
+    }
+}
+
 impl Core {
     /// Stops issuing and starts the final write and release in the background (the
     /// first call only; later ones do nothing). Never waits: safe in `Drop`, on any
@@ -47,6 +74,9 @@ impl Core {
             return;
         }
         session.stop.notify_one();
+        if let Some(lock) = &session.identity_lock {
+            releasing().push((lock.identity().to_string(), self.released.subscribe()));
+        }
         let last_ms = decode(last as i64, &self.layout).timestamp_ms;
         let core = self.clone();
         runtime::spawn(async move {

@@ -75,7 +75,9 @@ impl Core {
         }
         session.stop.notify_one();
         if let Some(lock) = &session.identity_lock {
-            releasing().push((lock.identity().to_string(), self.released.subscribe()));
+            let mut all = releasing();
+            all.retain(|(_, done)| !*done.borrow());
+            all.push((lock.identity().to_string(), self.released.subscribe()));
         }
         let last_ms = decode(last as i64, &self.layout).timestamp_ms;
         let core = self.clone();

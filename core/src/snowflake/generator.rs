@@ -383,7 +383,11 @@ impl SnowflakeBuilder {
 }
 
 /// Issues snowflake ids. Cheap to clone (all clones share one state); `Send + Sync`.
-/// Dropping the last clone closes it.
+/// Dropping the last clone closes it without waiting (the release runs on the core's
+/// runtime). Which calls may wait: [`next_id`](Self::next_id) (blocking, bounded by the
+/// registry's timeouts), [`next_id_now`](Self::next_id_now) (never on I/O),
+/// [`next_id_async`](Self::next_id_async) (awaits without a thread),
+/// [`close`](Self::close) (at most [`DEFAULT_CLOSE_WAIT`]).
 ///
 /// ```
 /// # fn main() -> leafid::Result<()> {

@@ -182,6 +182,27 @@ mod tests {
         assert_eq!(scrub("nothing here", "mysql://h/db"), "nothing here");
     }
 
+    /// Found by the `urls` fuzz target: a reason that quoted a piece of the URL.
+    #[test]
+    fn invalid_url_reasons_never_quote_the_password() {
+        for u in [
+            "fixed:user:s3cret99@",
+            "fixed:\u{0}user:s3cret99@x://1",
+            "mysql://user:s3cret99@host:notaport/db",
+            "redis://user:s3cret99@h",
+            "zookeeper://user:s3cret99@/leaf?port=1",
+        ] {
+            let errors = [
+                crate::RegistryConfig::parse(u).err(),
+                crate::segment::store::open(u).err(),
+            ];
+            for e in errors.into_iter().flatten() {
+                let shown = format!("{e} {e:?}");
+                assert!(!shown.contains("s3cret99"), "{u}: {shown}");
+            }
+        }
+    }
+
     proptest! {
         /// Whatever the password's characters, raw or percent-encoded, it never shows.
         #[test]

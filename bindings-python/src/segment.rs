@@ -37,8 +37,8 @@ fn options(
     })
 }
 
-/// The slow path of the synchronous calls: first without waiting (a switch to a loaded
-/// segment), then, only when no id is at hand, the core's wait, interruptible.
+/// Whether a no-wait attempt found no id at hand: only then does a synchronous call wait
+/// (interruptibly); a switch to a loaded segment, or a permanent error, needs no wait.
 fn exhausted(e: &leafid::Error) -> bool {
     matches!(e, leafid::Error::SegmentsExhausted { .. })
 }
@@ -48,7 +48,7 @@ impl PySegmentGenerator {
     // Python keyword arguments, one per option: the signature is the API.
     #[allow(clippy::too_many_arguments)]
     #[new]
-    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=Vec::new()))]
+    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None))]
     fn new(
         py: Python<'_>,
         url: &str,
@@ -58,7 +58,7 @@ impl PySegmentGenerator {
         double_buffer: bool,
         max_step: i64,
         js_safe: bool,
-        tags: Vec<String>,
+        tags: Option<Vec<String>>,
     ) -> PyResult<Self> {
         let opts = options(
             wait_timeout,
@@ -67,7 +67,7 @@ impl PySegmentGenerator {
             double_buffer,
             max_step,
             js_safe,
-            tags,
+            tags.unwrap_or_default(),
         )?;
         let url = url.to_string();
         let inner = wait(
@@ -80,7 +80,7 @@ impl PySegmentGenerator {
     /// `await SegmentGenerator.connect(url, **same keywords as the constructor)`.
     #[allow(clippy::too_many_arguments)]
     #[staticmethod]
-    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=Vec::new()))]
+    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None))]
     fn connect<'py>(
         py: Python<'py>,
         url: &str,
@@ -90,7 +90,7 @@ impl PySegmentGenerator {
         double_buffer: bool,
         max_step: i64,
         js_safe: bool,
-        tags: Vec<String>,
+        tags: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let opts = options(
             wait_timeout,
@@ -99,7 +99,7 @@ impl PySegmentGenerator {
             double_buffer,
             max_step,
             js_safe,
-            tags,
+            tags.unwrap_or_default(),
         )?;
         let url = url.to_string();
         awaitable(py, async move {

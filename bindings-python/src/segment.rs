@@ -120,10 +120,9 @@ impl PySegmentGenerator {
     }
 
     fn next_ids(&self, py: Python<'_>, tag: &str, n: usize) -> PyResult<Vec<i64>> {
-        match py.detach(|| self.inner.next_ids_now(tag, n)) {
-            Err(e) if exhausted(&e) => wait(py, self.inner.next_ids_async(tag, n)),
-            other => other.py(),
-        }
+        // Through the core's wait, not a no-wait attempt first: a batch taken partly
+        // before failing would leave a gap in the ids.
+        wait(py, self.inner.next_ids_async(tag, n))
     }
 
     fn next_id_async<'py>(&self, py: Python<'py>, tag: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -275,10 +274,8 @@ impl PyTagHandle {
     }
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
-        match py.detach(|| self.inner.next_ids_now(n)) {
-            Err(e) if exhausted(&e) => wait(py, self.inner.next_ids_async(n)),
-            other => other.py(),
-        }
+        // As `SegmentGenerator.next_ids`: one interruptible wait, no partial batch.
+        wait(py, self.inner.next_ids_async(n))
     }
 
     /// `n` ids as an `array.array('q')`: no Python int per id, for bulk work.

@@ -255,10 +255,9 @@ impl PySnowflakeGenerator {
             Some(t) => crate::seconds("timeout", t)?,
             None => DEFAULT_CLOSE_WAIT,
         };
-        let g = (*self.inner).clone();
-        // On a blocking-pool thread, so that the wait itself is interruptible.
-        let closing = leafid::runtime::handle().spawn_blocking(move || g.close_within(within));
-        wait(py, async move { Ok(closing.await.unwrap_or(false)) })
+        // Not through `wait`: the core's close waits in place only off its runtime's
+        // threads. The wait is bounded by `within` and does not hold the GIL.
+        Ok(py.detach(|| self.inner.close_within(within)))
     }
 
     /// `close()` as an awaitable, with the core's default wait; resolves to `True` when

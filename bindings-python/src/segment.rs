@@ -37,10 +37,14 @@ fn options(
     })
 }
 
-/// Whether a no-wait attempt found no id at hand: only then does a synchronous call wait
-/// (interruptibly); a switch to a loaded segment, or a permanent error, needs no wait.
-fn exhausted(e: &leafid::Error) -> bool {
-    matches!(e, leafid::Error::SegmentsExhausted { .. })
+/// Whether a no-wait attempt needs the core's waiting path: no id at hand, or a tag
+/// missing from the cache (the waiting path looks it up in the store). Other errors are
+/// final; a switch to a loaded segment needed no wait at all.
+fn needs_wait(e: &leafid::Error) -> bool {
+    matches!(
+        e,
+        leafid::Error::SegmentsExhausted { .. } | leafid::Error::TagNotFound { .. }
+    )
 }
 
 #[pymethods]
@@ -114,7 +118,7 @@ impl PySegmentGenerator {
             return Ok(id);
         }
         match py.detach(|| self.inner.next_id_now(tag)) {
-            Err(e) if exhausted(&e) => wait(py, self.inner.next_id_async(tag)),
+            Err(e) if needs_wait(&e) => wait(py, self.inner.next_id_async(tag)),
             other => other.py(),
         }
     }
@@ -268,7 +272,7 @@ impl PyTagHandle {
             return Ok(id);
         }
         match py.detach(|| self.inner.next_id_now()) {
-            Err(e) if exhausted(&e) => wait(py, self.inner.next_id_async()),
+            Err(e) if needs_wait(&e) => wait(py, self.inner.next_id_async()),
             other => other.py(),
         }
     }

@@ -113,3 +113,56 @@ def _close(s: Optional[socket.socket]) -> None:
             s.close()
     except OSError:
         pass
+
+
+class ProxyProcess:
+    """A `Proxy` in a child process, for measurements: its threads then never compete
+    with the measured process for the GIL. Same `port`, `mode` and `close()`."""
+
+    def __init__(self, upstream: int, mode: Mode = "forward") -> None:
+        import subprocess
+        import sys
+
+        self.upstream = upstream
+        self._child = subprocess.Popen(
+            [sys.executable, __file__, str(upstream), mode],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._child.stdin is not None and self._child.stdout is not None
+        self.port = int(self._child.stdout.readline())
+        self._mode: Mode = mode
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
+
+    @mode.setter
+    def mode(self, mode: Mode) -> None:
+        assert self._child.stdin is not None and self._child.stdout is not None
+        self._child.stdin.write(mode + "\n")
+        self._child.stdin.flush()
+        self._child.stdout.readline()  # applied
+        self._mode = mode
+
+    def __enter__(self) -> "ProxyProcess":
+        return self
+
+    def __exit__(self, *_exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._child.kill()
+        self._child.wait()
+
+
+if __name__ == "__main__":
+    # `python proxy.py UPSTREAM [MODE]`: prints the port, then takes one mode per line.
+    import sys
+
+    proxy = Proxy(int(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "forward")  # type: ignore[arg-type]
+    print(proxy.port, flush=True)
+    for line in sys.stdin:
+        proxy.mode = line.strip()  # type: ignore[assignment]
+        print("ok", flush=True)

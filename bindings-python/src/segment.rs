@@ -124,9 +124,10 @@ impl PySegmentGenerator {
     }
 
     fn next_ids(&self, py: Python<'_>, tag: &str, n: usize) -> PyResult<Vec<i64>> {
-        // Through the core's wait, not a no-wait attempt first: a batch taken partly
-        // before failing would leave a gap in the ids.
-        wait(py, self.inner.next_ids_async(tag, n))
+        // In place with the GIL released, bounded by `wait_timeout`: the interruptible
+        // wait costs a trip through the core's runtime (~50 µs) on every call, and a
+        // no-wait attempt first could take part of a batch and then fail.
+        py.detach(|| self.inner.next_ids(tag, n)).py()
     }
 
     fn next_id_async<'py>(&self, py: Python<'py>, tag: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -278,8 +279,8 @@ impl PyTagHandle {
     }
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
-        // As `SegmentGenerator.next_ids`: one interruptible wait, no partial batch.
-        wait(py, self.inner.next_ids_async(n))
+        // As `SegmentGenerator.next_ids`.
+        py.detach(|| self.inner.next_ids(n)).py()
     }
 
     /// `n` ids as an `array.array('q')`: no Python int per id, for bulk work.

@@ -248,6 +248,25 @@ def test_a_tag_inserted_by_leaf_style_sql_works_on_the_first_call(tmp_path: Path
         assert gen.next_id("by_sql") == 1
 
 
+def test_ctrl_c_interrupts_a_blocking_constructor(mysql_url: str) -> None:
+    child = textwrap.dedent(
+        """
+        import os, signal, sys, threading, leafid
+        threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            leafid.SegmentGenerator(sys.argv[1])
+            print("connected", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        """
+    )
+    with Proxy(mysql_port(mysql_url), mode="blackhole") as proxy:
+        out = subprocess.run(
+            [sys.executable, "-c", child, through(mysql_url, proxy)], capture_output=True, text=True, timeout=HUNG
+        ).stdout
+        assert out.strip() == "interrupted"
+
+
 def test_ctrl_c_interrupts_a_blocking_next_id(mysql_url: str, tag: str) -> None:
     with leafid.SegmentGenerator(mysql_url) as admin:
         admin.create_tag(tag, start=1, step=10)

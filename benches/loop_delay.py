@@ -136,15 +136,15 @@ async def connect_mysql_blackholed(mode: str, probe: Probe) -> str:
 
 
 async def connect_zookeeper_blackholed(mode: str, probe: Probe) -> str:
-    url_of = lambda proxy: f"zookeeper://127.0.0.1:{proxy.port}/{unique('bench')}?port=8001"  # noqa: E731
     with Proxy(ZK_PORT, mode="blackhole") as proxy, tempfile.TemporaryDirectory() as d:
+        url = f"zookeeper://127.0.0.1:{proxy.port}/{unique('bench')}?port=8001"
         later(OUTAGE, lambda: setattr(proxy, "mode", "forward"))
         await probe.start()
         try:
             if mode == "sync":
-                sf = leafid.SnowflakeGenerator(url_of(proxy), cache_dir=d)
+                sf = leafid.SnowflakeGenerator(url, cache_dir=d)
             else:
-                sf = await leafid.SnowflakeGenerator.connect(url_of(proxy), cache_dir=d)
+                sf = await leafid.SnowflakeGenerator.connect(url, cache_dir=d)
         except leafid.LeafError as e:
             return type(e).__name__
         finally:

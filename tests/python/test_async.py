@@ -100,9 +100,9 @@ def test_awaitables_give_what_the_sync_calls_give(tmp_path: Path) -> None:
 def test_async_calls_outside_a_running_loop_raise_runtime_error() -> None:
     with leafid.SegmentGenerator("memory:") as gen:
         with pytest.raises(RuntimeError):
-            gen.next_id_async("a")
+            _ = gen.next_id_async("a")
         with pytest.raises(RuntimeError):
-            leafid.SegmentGenerator.connect("memory:")
+            _ = leafid.SegmentGenerator.connect("memory:")
 
 
 def test_a_cancelled_await_leaves_the_generator_usable(tmp_path: Path) -> None:

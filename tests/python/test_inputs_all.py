@@ -49,7 +49,7 @@ ID = kind(([None, "1", b"1", 1.5, [], object()], TYPE), ([-1], (ValueError,)), (
 CIPHER_ID = kind(([None, "1", 1.5, object()], TYPE), ([0, -1, 2**63, 2**64, -(2**63) - 1], (ValueError,)))
 IDS = kind(([None, 1, object()], TYPE), ([[1, "x"]], TYPE), ([[0], [2**64]], (ValueError,)))
 KEY = kind(([None, 1, "k" * 16, object()], TYPE), ([b"", b"k" * 15, b"k" * 33], (ValueError,)))
-TAGS = kind(("abc", TYPE), ([[1], 1, object()], TYPE))
+TAGS = kind((["abc", [1], 1, object()], TYPE))
 PATH = kind(([1, 1.5, object()], TYPE))
 LAYOUT = kind((["x", 1, object()], TYPE))
 REGISTRY = kind((NOT_STR, TYPE), (["nope", "fixed:-1", "fixed:99999999999", "fixed:1024"], (ValueError,)))
@@ -99,7 +99,7 @@ def rows() -> list[Row]:
             for m in ("tags", "stats", "create_table", "create_table_async", "refresh", "refresh_async", "close", "aclose")
         ],
         # TagHandle (made by SegmentGenerator.tag only)
-        Row("TagHandle.__new__", "-", NONE, lambda o, v: leafid.TagHandle(v)),
+        Row("TagHandle.__new__", "-", NONE, lambda o, v: leafid.TagHandle(v)),  # type: ignore[call-arg]
         Row("TagHandle.next_id", "-", NONE, lambda o, v: o[H].next_id(v)),
         Row("TagHandle.next_id_async", "-", NONE, lambda o, v: o[H].next_id_async(v)),
         Row("TagHandle.next_ids", "n", COUNT, lambda o, v: o[H].next_ids(v)),
@@ -125,7 +125,7 @@ def rows() -> list[Row]:
             for p in ("timestamp_bits", "worker_bits", "sequence_bits")
         ],
         Row("Layout.__new__", "epoch_ms", I64, lambda o, v: leafid.Layout(epoch_ms=v)),
-        Row("Layout.js_safe", "-", NONE, lambda o, v: leafid.Layout.js_safe(v)),
+        Row("Layout.js_safe", "-", NONE, lambda o, v: leafid.Layout.js_safe(v)),  # type: ignore[call-arg]
         Row("decode", "id", ID, lambda o, v: leafid.decode(v)),
         Row("decode", "layout", LAYOUT, lambda o, v: leafid.decode(1, v)),
         Row("IdCipher.__new__", "key", KEY, lambda o, v: leafid.IdCipher(v)),

@@ -1,6 +1,10 @@
-"""Type stubs of leafid (the native classes live in ``leafid._leafid``)."""
+"""Type stubs of leafid (the native classes live in ``leafid._leafid``).
+
+The async twins return an ``asyncio.Future`` of the running loop (``RuntimeError``
+without one): await it, cancel it, or pass it to ``asyncio.wait``."""
 
 import array
+import asyncio
 import datetime
 from os import PathLike
 from types import TracebackType
@@ -112,10 +116,10 @@ class TagHandle:
     def next_ids(self, n: int) -> list[int]: ...
     def next_ids_array(self, n: int) -> "array.array[int]":
         """``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work."""
-    async def next_id_async(self) -> int:
+    def next_id_async(self) -> "asyncio.Future[int]":
         """``next_id`` that waits (up to ``wait_timeout``) on the core's runtime, never
         on the event loop's thread."""
-    async def next_ids_async(self, n: int) -> list[int]: ...
+    def next_ids_async(self, n: int) -> "asyncio.Future[list[int]]": ...
     def __iter__(self) -> Iterator[int]: ...
     def __next__(self) -> int: ...
 
@@ -139,7 +143,7 @@ class SegmentGenerator:
         """Connects and loads the tag list; ``tags``: tags whose first segments are
         loaded before it returns. Waits with the GIL released; Ctrl-C interrupts."""
     @staticmethod
-    async def connect(
+    def connect(
         url: str,
         *,
         wait_timeout: float = 1.0,
@@ -149,31 +153,31 @@ class SegmentGenerator:
         max_step: int = 1_000_000,
         js_safe: bool = False,
         tags: Optional[Sequence[str]] = None,
-    ) -> "SegmentGenerator":
+    ) -> "asyncio.Future[SegmentGenerator]":
         """The constructor as a coroutine: the I/O runs on the core's runtime and the
         event loop goes on meanwhile."""
     def next_id(self, tag: str) -> int:
         """The next id of ``tag``; when none is at hand, waits up to ``wait_timeout``
         with the GIL released (Ctrl-C interrupts)."""
     def next_ids(self, tag: str, n: int) -> list[int]: ...
-    async def next_id_async(self, tag: str) -> int:
+    def next_id_async(self, tag: str) -> "asyncio.Future[int]":
         """``next_id`` that waits on the core's runtime, never on the loop's thread."""
-    async def next_ids_async(self, tag: str, n: int) -> list[int]: ...
+    def next_ids_async(self, tag: str, n: int) -> "asyncio.Future[list[int]]": ...
     def tag(self, tag: str) -> TagHandle: ...
     def tags(self) -> list[str]: ...
     def create_tag(
         self, tag: str, start: int = 1, step: int = 1000, description: str = ""
     ) -> None: ...
-    async def create_tag_async(
+    def create_tag_async(
         self, tag: str, start: int = 1, step: int = 1000, description: str = ""
-    ) -> None: ...
+    ) -> "asyncio.Future[None]": ...
     def create_table(self) -> None: ...
-    async def create_table_async(self) -> None: ...
+    def create_table_async(self) -> "asyncio.Future[None]": ...
     def refresh(self) -> None: ...
-    async def refresh_async(self) -> None: ...
+    def refresh_async(self) -> "asyncio.Future[None]": ...
     def stats(self) -> list[TagStats]: ...
     def close(self) -> None: ...
-    async def aclose(self) -> None: ...
+    def aclose(self) -> "asyncio.Future[None]": ...
     def __enter__(self) -> "SegmentGenerator": ...
     def __exit__(
         self,
@@ -181,13 +185,13 @@ class SegmentGenerator:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None: ...
-    async def __aenter__(self) -> "SegmentGenerator": ...
-    async def __aexit__(
+    def __aenter__(self) -> "asyncio.Future[SegmentGenerator]": ...
+    def __aexit__(
         self,
         exc_type: Optional[type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> None: ...
+    ) -> "asyncio.Future[None]": ...
 
 @final
 class Layout:
@@ -251,7 +255,7 @@ class SnowflakeGenerator:
         ``InvalidUrl`` before any I/O for an identity Java Leaf cannot read (a ``-`` in
         ``ip``, ``port`` or a ``zookeeper://`` name)."""
     @staticmethod
-    async def connect(
+    def connect(
         registry: str,
         *,
         layout: Optional[Layout] = None,
@@ -260,7 +264,7 @@ class SnowflakeGenerator:
         max_backward: float = 0.005,
         startup_wait: float = 10.0,
         max_skew: Optional[float] = None,
-    ) -> "SnowflakeGenerator":
+    ) -> "asyncio.Future[SnowflakeGenerator]":
         """The constructor as a coroutine: the registry's I/O runs on the core's runtime
         and the event loop goes on meanwhile."""
     def next_id(self) -> int:
@@ -271,9 +275,9 @@ class SnowflakeGenerator:
     def next_ids(self, n: int) -> list[int]: ...
     def next_ids_array(self, n: int) -> "array.array[int]":
         """``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work."""
-    async def next_id_async(self) -> int:
+    def next_id_async(self) -> "asyncio.Future[int]":
         """``next_id`` that waits on the core's runtime, never on the loop's thread."""
-    async def next_ids_async(self, n: int) -> list[int]: ...
+    def next_ids_async(self, n: int) -> "asyncio.Future[list[int]]": ...
     def __iter__(self) -> Iterator[int]: ...
     def __next__(self) -> int: ...
     @property
@@ -286,7 +290,7 @@ class SnowflakeGenerator:
         ``True`` when it was released in time; after the timeout the release goes on in
         the background and, if the registry stays unreachable, the lease expires on its
         side. Later calls raise ``Closed``. Ctrl-C interrupts the wait."""
-    async def aclose(self) -> bool:
+    def aclose(self) -> "asyncio.Future[bool]":
         """``close()`` as a coroutine, with the default wait."""
     def __enter__(self) -> "SnowflakeGenerator": ...
     def __exit__(
@@ -295,13 +299,13 @@ class SnowflakeGenerator:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None: ...
-    async def __aenter__(self) -> "SnowflakeGenerator": ...
-    async def __aexit__(
+    def __aenter__(self) -> "asyncio.Future[SnowflakeGenerator]": ...
+    def __aexit__(
         self,
         exc_type: Optional[type[BaseException]],
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
-    ) -> None: ...
+    ) -> "asyncio.Future[None]": ...
 
 class DecodedId(NamedTuple):
     """The parts of a snowflake id."""

@@ -301,3 +301,18 @@ def test_ctrl_c_interrupts_a_blocking_next_id(mysql_url: str, tag: str) -> None:
         finally:
             p.kill()
         assert out.strip() == "interrupted"
+
+
+@pytest.mark.xfail(reason="core (issue 12): SegmentOptions::tags loads first segments at connect; not on main yet")
+def test_tags_keyword_loads_first_segments_so_a_zero_wait_works_at_once(tmp_path: Path) -> None:
+    url = f"sqlite://{tmp_path}/ids.db"
+    with leafid.SegmentGenerator(url) as admin:
+        admin.create_tag("ready", start=7, step=10)
+    with leafid.SegmentGenerator(url, tags=["ready"], wait_timeout=0) as gen:
+        assert gen.next_id("ready") == 7
+
+    async def main() -> int:
+        async with await leafid.SegmentGenerator.connect(url, tags=["ready"], wait_timeout=0) as gen:
+            return gen.next_id("ready")
+
+    assert run(main) > 7

@@ -7,6 +7,7 @@
 
 use pyo3::prelude::*;
 
+mod aio;
 mod base62;
 mod cipher;
 mod error;

@@ -146,6 +146,12 @@ pub fn install() {
     let _ = tracing::subscriber::set_global_default(subscriber);
 }
 
+/// Whether the interpreter is exiting (`_shutdown_logging` ran): from then on no core
+/// thread may take the GIL.
+pub fn exiting() -> bool {
+    SHUTDOWN.load(Ordering::SeqCst)
+}
+
 /// Stops forwarding before the interpreter finalizes; registered with `atexit` by
 /// `leafid/__init__.py`.
 #[pyfunction]

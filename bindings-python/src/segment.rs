@@ -4,6 +4,7 @@
 use leafid::{SegmentGenerator, SegmentOptions, TagHandle, TagStats};
 use pyo3::prelude::*;
 
+use crate::aio::{awaitable, wait};
 use crate::error::IntoPy;
 
 /// Issues ids for the tags of one `leaf_alloc` table.
@@ -12,12 +13,46 @@ pub struct PySegmentGenerator {
     inner: SegmentGenerator,
 }
 
+/// The constructor's keyword arguments → the core's options (shared by `__new__` and
+/// `connect`, whose signatures are the same).
+#[allow(clippy::too_many_arguments)]
+fn options(
+    wait_timeout: f64,
+    refresh_interval: f64,
+    create_table: bool,
+    double_buffer: bool,
+    max_step: i64,
+    js_safe: bool,
+    tags: Vec<String>,
+) -> PyResult<SegmentOptions> {
+    Ok(SegmentOptions {
+        wait_timeout: crate::seconds("wait_timeout", wait_timeout)?,
+        refresh_interval: crate::seconds("refresh_interval", refresh_interval)?,
+        create_table,
+        double_buffer,
+        max_step,
+        js_safe,
+        tags,
+        ..SegmentOptions::default()
+    })
+}
+
+/// Whether a no-wait attempt needs the core's waiting path: no id at hand, or a tag
+/// missing from the cache (the waiting path looks it up in the store). Other errors are
+/// final; a switch to a loaded segment needed no wait at all.
+fn needs_wait(e: &leafid::Error) -> bool {
+    matches!(
+        e,
+        leafid::Error::SegmentsExhausted { .. } | leafid::Error::TagNotFound { .. }
+    )
+}
+
 #[pymethods]
 impl PySegmentGenerator {
     // Python keyword arguments, one per option: the signature is the API.
     #[allow(clippy::too_many_arguments)]
     #[new]
-    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false))]
+    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None))]
     fn new(
         py: Python<'_>,
         url: &str,
@@ -27,31 +62,85 @@ impl PySegmentGenerator {
         double_buffer: bool,
         max_step: i64,
         js_safe: bool,
+        tags: Option<Vec<String>>,
     ) -> PyResult<Self> {
-        let opts = SegmentOptions {
-            wait_timeout: crate::seconds("wait_timeout", wait_timeout)?,
-            refresh_interval: crate::seconds("refresh_interval", refresh_interval)?,
+        let opts = options(
+            wait_timeout,
+            refresh_interval,
             create_table,
             double_buffer,
             max_step,
             js_safe,
-            ..SegmentOptions::default()
-        };
-        let inner = py
-            .detach(|| SegmentGenerator::connect_blocking(url, opts))
-            .py()?;
+            tags.unwrap_or_default(),
+        )?;
+        let url = url.to_string();
+        let inner = wait(
+            py,
+            async move { SegmentGenerator::connect(&url, opts).await },
+        )?;
         Ok(PySegmentGenerator { inner })
     }
 
+    /// `await SegmentGenerator.connect(url, **same keywords as the constructor)`.
+    #[allow(clippy::too_many_arguments)]
+    #[staticmethod]
+    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None))]
+    fn connect<'py>(
+        py: Python<'py>,
+        url: &str,
+        wait_timeout: f64,
+        refresh_interval: f64,
+        create_table: bool,
+        double_buffer: bool,
+        max_step: i64,
+        js_safe: bool,
+        tags: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let opts = options(
+            wait_timeout,
+            refresh_interval,
+            create_table,
+            double_buffer,
+            max_step,
+            js_safe,
+            tags.unwrap_or_default(),
+        )?;
+        let url = url.to_string();
+        awaitable(py, async move {
+            SegmentGenerator::connect(&url, opts)
+                .await
+                .map(|inner| PySegmentGenerator { inner })
+        })
+    }
+
     fn next_id(&self, py: Python<'_>, tag: &str) -> PyResult<i64> {
-        match self.inner.try_next_id(tag) {
-            Some(id) => Ok(id),
-            None => py.detach(|| self.inner.next_id(tag)).py(),
+        if let Some(id) = self.inner.try_next_id(tag) {
+            return Ok(id);
+        }
+        match py.detach(|| self.inner.next_id_now(tag)) {
+            Err(e) if needs_wait(&e) => wait(py, self.inner.next_id_async(tag)),
+            other => other.py(),
         }
     }
 
     fn next_ids(&self, py: Python<'_>, tag: &str, n: usize) -> PyResult<Vec<i64>> {
+        // In place with the GIL released, bounded by `wait_timeout`: the interruptible
+        // wait costs a trip through the core's runtime (~50 µs) on every call, and a
+        // no-wait attempt first could take part of a batch and then fail.
         py.detach(|| self.inner.next_ids(tag, n)).py()
+    }
+
+    fn next_id_async<'py>(&self, py: Python<'py>, tag: &str) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.inner.next_id_async(tag))
+    }
+
+    fn next_ids_async<'py>(
+        &self,
+        py: Python<'py>,
+        tag: &str,
+        n: usize,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.inner.next_ids_async(tag, n))
     }
 
     fn tag(&self, tag: &str) -> PyResult<PyTagHandle> {
@@ -73,25 +162,39 @@ impl PySegmentGenerator {
         step: i64,
         description: &str,
     ) -> PyResult<()> {
-        let (g, tag, description) = (self.inner.clone(), tag.to_string(), description.to_string());
-        py.detach(|| {
-            leafid::runtime::block_on(
-                async move { g.create_tag(&tag, start, step, &description).await },
-            )
-        })
-        .py()
+        wait(py, self.create_tag_future(tag, start, step, description))
+    }
+
+    #[pyo3(signature = (tag, start=1, step=1000, description=""))]
+    fn create_tag_async<'py>(
+        &self,
+        py: Python<'py>,
+        tag: &str,
+        start: i64,
+        step: i64,
+        description: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.create_tag_future(tag, start, step, description))
     }
 
     fn create_table(&self, py: Python<'_>) -> PyResult<()> {
         let g = self.inner.clone();
-        py.detach(|| leafid::runtime::block_on(async move { g.create_table().await }))
-            .py()
+        wait(py, async move { g.create_table().await })
+    }
+
+    fn create_table_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let g = self.inner.clone();
+        awaitable(py, async move { g.create_table().await })
     }
 
     fn refresh(&self, py: Python<'_>) -> PyResult<()> {
         let g = self.inner.clone();
-        py.detach(|| leafid::runtime::block_on(async move { g.refresh().await }))
-            .py()
+        wait(py, async move { g.refresh().await })
+    }
+
+    fn refresh_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let g = self.inner.clone();
+        awaitable(py, async move { g.refresh().await })
     }
 
     fn stats(&self) -> Vec<PyTagStats> {
@@ -106,6 +209,15 @@ impl PySegmentGenerator {
         py.detach(|| self.inner.close());
     }
 
+    /// `close()` as an awaitable (closing a segment generator does no I/O).
+    fn aclose<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let g = self.inner.clone();
+        awaitable(py, async move {
+            g.close();
+            Ok(())
+        })
+    }
+
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
@@ -114,6 +226,32 @@ impl PySegmentGenerator {
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
         self.close(py);
         false
+    }
+
+    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        crate::aio::ready(slf.py(), slf.clone().into_any().unbind())
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        _exc: &Bound<'py, pyo3::types::PyTuple>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.aclose(py)
+    }
+}
+
+impl PySegmentGenerator {
+    fn create_tag_future(
+        &self,
+        tag: &str,
+        start: i64,
+        step: i64,
+        description: &str,
+    ) -> impl std::future::Future<Output = leafid::Result<()>> + Send + 'static {
+        let (g, tag, description) = (self.inner.clone(), tag.to_string(), description.to_string());
+        async move { g.create_tag(&tag, start, step, &description).await }
     }
 }
 
@@ -131,20 +269,32 @@ impl PyTagHandle {
     }
 
     fn next_id(&self, py: Python<'_>) -> PyResult<i64> {
-        match self.inner.try_next_id() {
-            Some(id) => Ok(id),
-            None => py.detach(|| self.inner.next_id()).py(),
+        if let Some(id) = self.inner.try_next_id() {
+            return Ok(id);
+        }
+        match py.detach(|| self.inner.next_id_now()) {
+            Err(e) if needs_wait(&e) => wait(py, self.inner.next_id_async()),
+            other => other.py(),
         }
     }
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
+        // As `SegmentGenerator.next_ids`.
         py.detach(|| self.inner.next_ids(n)).py()
     }
 
     /// `n` ids as an `array.array('q')`: no Python int per id, for bulk work.
     fn next_ids_array<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
-        let ids = py.detach(|| self.inner.next_ids(n)).py()?;
+        let ids = self.next_ids(py, n)?;
         crate::int64_array(py, &ids)
+    }
+
+    fn next_id_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.inner.next_id_async())
+    }
+
+    fn next_ids_async<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.inner.next_ids_async(n))
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {

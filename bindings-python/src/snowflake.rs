@@ -1,9 +1,14 @@
 //! `leafid.Layout`, `leafid.SnowflakeGenerator`, `leafid._leafid.decode`: wrap
 //! `leafid::snowflake`.
 
-use leafid::snowflake::{Layout, SnowflakeGenerator, LEAF_EPOCH_MS};
+use std::mem::ManuallyDrop;
+
+use leafid::snowflake::{
+    Layout, SnowflakeBuilder, SnowflakeGenerator, DEFAULT_CLOSE_WAIT, LEAF_EPOCH_MS,
+};
 use pyo3::prelude::*;
 
+use crate::aio::{awaitable, wait};
 use crate::error::IntoPy;
 
 /// How the 63 bits of an id are split, and the epoch.
@@ -80,7 +85,62 @@ impl PyLayout {
 /// Issues snowflake ids with a worker id from a registry.
 #[pyclass(name = "SnowflakeGenerator", module = "leafid", frozen)]
 pub struct PySnowflakeGenerator {
-    inner: SnowflakeGenerator,
+    // Taken out in `drop`, which releases the GIL while the core lets go.
+    inner: ManuallyDrop<SnowflakeGenerator>,
+}
+
+impl PySnowflakeGenerator {
+    fn new_from(inner: SnowflakeGenerator) -> Self {
+        PySnowflakeGenerator {
+            inner: ManuallyDrop::new(inner),
+        }
+    }
+}
+
+impl Drop for PySnowflakeGenerator {
+    /// Garbage collection never waits with the GIL held: the core's drop lets go of the
+    /// registry in the background, and even its bookkeeping runs with the GIL released.
+    fn drop(&mut self) {
+        // SAFETY: `inner` is taken once, here, and never used again.
+        let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
+        if !crate::logging::exiting() {
+            // Python's dealloc runs attached (then this is free); the core's drop runs
+            // detached.
+            Python::attach(|py| py.detach(move || drop(inner)));
+        } else {
+            drop(inner); // the interpreter is exiting: no GIL to take
+        }
+    }
+}
+
+/// The constructor's keyword arguments → the core's builder (shared by `__new__` and
+/// `connect`, whose signatures are the same).
+fn builder(
+    registry: &str,
+    layout: Option<PyRef<'_, PyLayout>>,
+    cache_dir: Option<std::path::PathBuf>,
+    heartbeat: f64,
+    max_backward: f64,
+    startup_wait: f64,
+    max_skew: Option<f64>,
+) -> PyResult<SnowflakeBuilder> {
+    let mut builder = SnowflakeGenerator::builder()
+        .registry_url(registry)
+        .py()?
+        .heartbeat(crate::seconds("heartbeat", heartbeat)?)
+        .max_backward(crate::seconds("max_backward", max_backward)?)
+        .startup_wait(crate::seconds("startup_wait", startup_wait)?);
+    // None keeps the core's default (`leafid::snowflake::DEFAULT_MAX_SKEW`).
+    if let Some(s) = max_skew {
+        builder = builder.max_skew(crate::seconds("max_skew", s)?);
+    }
+    if let Some(layout) = layout {
+        builder = builder.layout(layout.inner);
+    }
+    if let Some(dir) = cache_dir {
+        builder = builder.cache_dir(dir);
+    }
+    Ok(builder)
 }
 
 #[pymethods]
@@ -99,44 +159,74 @@ impl PySnowflakeGenerator {
         startup_wait: f64,
         max_skew: Option<f64>,
     ) -> PyResult<Self> {
-        let mut builder = SnowflakeGenerator::builder()
-            .registry_url(registry)
-            .py()?
-            .heartbeat(crate::seconds("heartbeat", heartbeat)?)
-            .max_backward(crate::seconds("max_backward", max_backward)?)
-            .startup_wait(crate::seconds("startup_wait", startup_wait)?);
-        // None keeps the core's default (`leafid::snowflake::DEFAULT_MAX_SKEW`).
-        if let Some(s) = max_skew {
-            builder = builder.max_skew(crate::seconds("max_skew", s)?);
-        }
-        if let Some(layout) = layout {
-            builder = builder.layout(layout.inner);
-        }
-        if let Some(dir) = cache_dir {
-            builder = builder.cache_dir(dir);
-        }
-        let inner = py.detach(|| builder.build_blocking()).py()?;
-        Ok(PySnowflakeGenerator { inner })
+        let b = builder(
+            registry,
+            layout,
+            cache_dir,
+            heartbeat,
+            max_backward,
+            startup_wait,
+            max_skew,
+        )?;
+        let inner = wait(py, b.build())?;
+        Ok(Self::new_from(inner))
+    }
+
+    /// `await SnowflakeGenerator.connect(registry, **same keywords as the constructor)`.
+    #[staticmethod]
+    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn connect<'py>(
+        py: Python<'py>,
+        registry: &str,
+        layout: Option<PyRef<'_, PyLayout>>,
+        cache_dir: Option<std::path::PathBuf>,
+        heartbeat: f64,
+        max_backward: f64,
+        startup_wait: f64,
+        max_skew: Option<f64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let b = builder(
+            registry,
+            layout,
+            cache_dir,
+            heartbeat,
+            max_backward,
+            startup_wait,
+            max_skew,
+        )?;
+        awaitable(py, async move { b.build().await.map(Self::new_from) })
     }
 
     /// The GIL is released only on the slow path (`try_next_id` gave `None`): a call
     /// may wait for the next millisecond, wait out a small clock step, or (first call in
-    /// a forked child, after a lost lease) acquire a worker id from the registry.
+    /// a forked child, after a lost lease) acquire a worker id from the registry; that
+    /// wait is interruptible (Ctrl-C).
     fn next_id(&self, py: Python<'_>) -> PyResult<i64> {
         match self.inner.try_next_id() {
             Some(id) => Ok(id),
-            None => py.detach(|| self.inner.next_id()).py(),
+            None => wait(py, self.inner.next_id_async()),
         }
     }
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
+        // In place with the GIL released: the interruptible wait would cost a trip
+        // through the core's runtime (~50 µs) on every call.
         py.detach(|| self.inner.next_ids(n)).py()
     }
 
     /// `n` ids as an `array.array('q')`: no Python int per id, for bulk work.
     fn next_ids_array<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
-        let ids = py.detach(|| self.inner.next_ids(n)).py()?;
+        let ids = self.next_ids(py, n)?;
         crate::int64_array(py, &ids)
+    }
+
+    fn next_id_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.inner.next_id_async())
+    }
+
+    fn next_ids_async<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
+        awaitable(py, self.inner.next_ids_async(n))
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {
@@ -159,8 +249,24 @@ impl PySnowflakeGenerator {
         }
     }
 
-    fn close(&self, py: Python<'_>) {
-        py.detach(|| self.inner.close());
+    /// Waits at most `timeout` seconds (default: the core's `DEFAULT_CLOSE_WAIT`) for
+    /// the registry; `True` when the worker id was released in time.
+    #[pyo3(signature = (timeout=None))]
+    fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
+        let within = match timeout {
+            Some(t) => crate::seconds("timeout", t)?,
+            None => DEFAULT_CLOSE_WAIT,
+        };
+        // Not through `wait`: the core's close waits in place only off its runtime's
+        // threads. The wait is bounded by `within` and does not hold the GIL.
+        Ok(py.detach(|| self.inner.close_within(within)))
+    }
+
+    /// `close()` as an awaitable, with the core's default wait; resolves to `True` when
+    /// the worker id was released in time.
+    fn aclose<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let closing = self.inner.close_async();
+        awaitable(py, async move { Ok(closing.await) })
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -168,9 +274,27 @@ impl PySnowflakeGenerator {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        self.close(py);
-        false
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py, None)?;
+        Ok(false)
+    }
+
+    fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        crate::aio::ready(slf.py(), slf.clone().into_any().unbind())
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __aexit__<'py>(
+        &self,
+        py: Python<'py>,
+        _exc: &Bound<'py, pyo3::types::PyTuple>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let closing = self.inner.close_async();
+        // Resolves to None: a truthy value would swallow the block's exception.
+        awaitable(py, async move {
+            closing.await;
+            Ok(())
+        })
     }
 }
 

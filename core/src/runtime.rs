@@ -149,7 +149,7 @@ pub fn handle() -> tokio::runtime::Handle {
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
-            .thread_name("leafid-bg")
+            .thread_name(THREAD_NAME)
             .enable_all()
             .build()
             .expect("leafid: cannot start the background tokio runtime");
@@ -168,6 +168,15 @@ pub fn handle() -> tokio::runtime::Handle {
         }
     }
 }
+
+/// True on one of the background runtime's own threads, where blocking on the runtime
+/// could starve the very task waited for.
+pub fn on_runtime_thread() -> bool {
+    std::thread::current().name() == Some(THREAD_NAME)
+}
+
+/// The name of the background runtime's threads.
+const THREAD_NAME: &str = "leafid-bg";
 
 /// Runs `fut` on the background runtime and waits for it from any thread (a plain
 /// thread, a Python thread without the GIL, a libuv worker). Used by blocking

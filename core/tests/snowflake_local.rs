@@ -22,6 +22,10 @@ const IDS_PER_CHILD: usize = 5_000;
 /// `LEAFID_TEST_WORKER_BITS` (in a child) narrows the worker id space, so a test can
 /// leave a process exactly one free id.
 const BITS_VAR: &str = "LEAFID_TEST_WORKER_BITS";
+/// Set: the forked grandchild of `fork_entry` issues with `next_id_now`.
+const NOW_VAR: &str = "LEAFID_TEST_FORK_NOW";
+/// The fixed worker id `fork_entry` claims.
+const FIXED_VAR: &str = "LEAFID_TEST_FORK_FIXED_ID";
 
 fn local(dir: &Path, cache: &Path) -> SnowflakeGenerator {
     let bits: u8 = std::env::var(BITS_VAR)
@@ -268,8 +272,10 @@ fn fork_entry() {
     };
     let cache = std::env::var_os(CACHE_VAR).unwrap();
     let gen = local(Path::new(&dir), Path::new(&cache));
+    // Each test that runs this entry passes its own id: fixed ids are claimed host-wide.
+    let fixed_id: u32 = std::env::var(FIXED_VAR).unwrap().parse().unwrap();
     let fixed = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(5))
+        .registry(RegistryConfig::Fixed(fixed_id))
         .cache_dir(Path::new(&cache))
         .build_blocking()
         .unwrap();
@@ -282,7 +288,12 @@ fn fork_entry() {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
-        let report = match gen.next_id() {
+        let issued = if std::env::var_os(NOW_VAR).is_some() {
+            now_in_child(&gen)
+        } else {
+            gen.next_id()
+        };
+        let report = match issued {
             Ok(id) => {
                 let fixed_result = match fixed.next_id() {
                     Err(Error::InvalidConfig(m)) if m.contains("fork") => "refused",
@@ -322,22 +333,56 @@ fn fork_entry() {
     );
 }
 
+/// `next_id_now` in a forked child: the first call fails at once with
+/// `RegistryUnavailable` (the child's own worker id is being acquired in the
+/// background), later ones issue under that id. `Err` text for anything else.
+fn now_in_child(gen: &SnowflakeGenerator) -> leafid::Result<i64> {
+    match gen.next_id_now() {
+        Err(Error::RegistryUnavailable { .. }) => {}
+        Ok(_) => return Err(Error::Closed), // reported as an error: it should not issue yet
+        Err(e) => return Err(e),
+    }
+    let started = std::time::Instant::now();
+    loop {
+        match gen.next_id_now() {
+            Err(Error::RegistryUnavailable { .. })
+                if started.elapsed() < Duration::from_secs(60) =>
+            {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            other => return other,
+        }
+    }
+}
+
 #[test]
 fn fork_child_takes_its_own_worker_id() {
+    fork_child_check(false);
+}
+
+#[test]
+fn fork_child_next_id_now_fails_at_once_then_takes_its_own_worker_id() {
+    fork_child_check(true);
+}
+
+fn fork_child_check(now: bool) {
     let dir = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "fork_entry",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(DIR_VAR, dir.path())
-        .env(CACHE_VAR, cache.path())
-        .output()
-        .unwrap();
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--ignored",
+        "--exact",
+        "fork_entry",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(DIR_VAR, dir.path())
+    .env(CACHE_VAR, cache.path())
+    .env(FIXED_VAR, if now { "813" } else { "812" });
+    if now {
+        cmd.env(NOW_VAR, "1");
+    }
+    let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
         .lines()

@@ -3,6 +3,7 @@ test_readme.py."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import tempfile
@@ -34,8 +35,22 @@ def snowflake_example(lock_dir: str) -> int:
         return id_
 
 
+async def async_example(url: str, cache_dir: str) -> list[int]:
+    async with await leafid.SegmentGenerator.connect(url, tags=["order"]) as gen:
+        try:
+            await gen.create_tag_async("invoice", start=1, step=1000)
+        except leafid.TagExists:
+            pass
+        order_id: int = await gen.next_id_async("order")
+        handle_id: int = await gen.tag("invoice").next_id_async()
+    async with await leafid.SnowflakeGenerator.connect(f"local://{cache_dir}/async-workers", cache_dir=cache_dir) as sf:
+        ids: list[int] = await sf.next_ids_async(10)
+    return [order_id, handle_id, *ids]
+
+
 if __name__ == "__main__":
     tmp = tempfile.mkdtemp()
     url = os.environ.get("LEAFID_EXAMPLE_URL", f"sqlite://{tmp}/ids.db")
     print(segment_example(url)[:3], snowflake_example(os.path.join(tmp, "workers")))
+    print(asyncio.run(async_example(url, tmp))[:3])
     sys.exit(0)

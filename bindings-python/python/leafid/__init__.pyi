@@ -1,10 +1,14 @@
-"""Type stubs of leafid (the native classes live in ``leafid._leafid``)."""
+"""Type stubs of leafid (the native classes live in ``leafid._leafid``).
+
+The async twins return an ``asyncio.Future`` of the running loop (``RuntimeError``
+without one): await it, cancel it, or pass it to ``asyncio.wait``."""
 
 import array
+import asyncio
 import datetime
 from os import PathLike
 from types import TracebackType
-from typing import Iterable, Iterator, NamedTuple, Optional, Union, final
+from typing import Iterable, Iterator, NamedTuple, Optional, Sequence, Union, final
 
 from ._errors import (
     ClockBehindRegistry as ClockBehindRegistry,
@@ -112,6 +116,10 @@ class TagHandle:
     def next_ids(self, n: int) -> list[int]: ...
     def next_ids_array(self, n: int) -> "array.array[int]":
         """``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work."""
+    def next_id_async(self) -> "asyncio.Future[int]":
+        """``next_id`` that waits (up to ``wait_timeout``) on the core's runtime, never
+        on the event loop's thread."""
+    def next_ids_async(self, n: int) -> "asyncio.Future[list[int]]": ...
     def __iter__(self) -> Iterator[int]: ...
     def __next__(self) -> int: ...
 
@@ -130,18 +138,46 @@ class SegmentGenerator:
         double_buffer: bool = True,
         max_step: int = 1_000_000,
         js_safe: bool = False,
-    ) -> "SegmentGenerator": ...
-    def next_id(self, tag: str) -> int: ...
+        tags: Optional[Sequence[str]] = None,
+    ) -> "SegmentGenerator":
+        """Connects and loads the tag list; ``tags``: tags whose first segments are
+        loaded before it returns. Waits with the GIL released; Ctrl-C interrupts."""
+    @staticmethod
+    def connect(
+        url: str,
+        *,
+        wait_timeout: float = 1.0,
+        refresh_interval: float = 60.0,
+        create_table: bool = False,
+        double_buffer: bool = True,
+        max_step: int = 1_000_000,
+        js_safe: bool = False,
+        tags: Optional[Sequence[str]] = None,
+    ) -> "asyncio.Future[SegmentGenerator]":
+        """The constructor as a coroutine: the I/O runs on the core's runtime and the
+        event loop goes on meanwhile."""
+    def next_id(self, tag: str) -> int:
+        """The next id of ``tag``; when none is at hand, waits up to ``wait_timeout``
+        with the GIL released (Ctrl-C interrupts)."""
     def next_ids(self, tag: str, n: int) -> list[int]: ...
+    def next_id_async(self, tag: str) -> "asyncio.Future[int]":
+        """``next_id`` that waits on the core's runtime, never on the loop's thread."""
+    def next_ids_async(self, tag: str, n: int) -> "asyncio.Future[list[int]]": ...
     def tag(self, tag: str) -> TagHandle: ...
     def tags(self) -> list[str]: ...
     def create_tag(
         self, tag: str, start: int = 1, step: int = 1000, description: str = ""
     ) -> None: ...
+    def create_tag_async(
+        self, tag: str, start: int = 1, step: int = 1000, description: str = ""
+    ) -> "asyncio.Future[None]": ...
     def create_table(self) -> None: ...
+    def create_table_async(self) -> "asyncio.Future[None]": ...
     def refresh(self) -> None: ...
+    def refresh_async(self) -> "asyncio.Future[None]": ...
     def stats(self) -> list[TagStats]: ...
     def close(self) -> None: ...
+    def aclose(self) -> "asyncio.Future[None]": ...
     def __enter__(self) -> "SegmentGenerator": ...
     def __exit__(
         self,
@@ -149,6 +185,13 @@ class SegmentGenerator:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None: ...
+    def __aenter__(self) -> "asyncio.Future[SegmentGenerator]": ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> "asyncio.Future[None]": ...
 
 @final
 class Layout:
@@ -211,6 +254,19 @@ class SnowflakeGenerator:
         and the registry cannot give a distinct one, ``ClockSkew`` beyond ``max_skew``,
         ``InvalidUrl`` before any I/O for an identity Java Leaf cannot read (a ``-`` in
         ``ip``, ``port`` or a ``zookeeper://`` name)."""
+    @staticmethod
+    def connect(
+        registry: str,
+        *,
+        layout: Optional[Layout] = None,
+        cache_dir: Union[str, PathLike[str], None] = None,
+        heartbeat: float = 3.0,
+        max_backward: float = 0.005,
+        startup_wait: float = 10.0,
+        max_skew: Optional[float] = None,
+    ) -> "asyncio.Future[SnowflakeGenerator]":
+        """The constructor as a coroutine: the registry's I/O runs on the core's runtime
+        and the event loop goes on meanwhile."""
     def next_id(self) -> int:
         """The next id, greater than every id this generator issued before. Raises
         ``ClockMovedBackwards``, ``LeaseLost`` when the registry took the worker id away,
@@ -219,13 +275,23 @@ class SnowflakeGenerator:
     def next_ids(self, n: int) -> list[int]: ...
     def next_ids_array(self, n: int) -> "array.array[int]":
         """``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work."""
+    def next_id_async(self) -> "asyncio.Future[int]":
+        """``next_id`` that waits on the core's runtime, never on the loop's thread."""
+    def next_ids_async(self, n: int) -> "asyncio.Future[list[int]]": ...
     def __iter__(self) -> Iterator[int]: ...
     def __next__(self) -> int: ...
     @property
     def worker_id(self) -> int: ...
     @property
     def layout(self) -> Layout: ...
-    def close(self) -> None: ...
+    def close(self, timeout: Optional[float] = None) -> bool:
+        """Stops issuing and releases the worker id, waiting at most ``timeout``
+        seconds (``None``: 3 s, the core's ``DEFAULT_CLOSE_WAIT``) for the registry.
+        ``True`` when it was released in time; after the timeout the release goes on in
+        the background and, if the registry stays unreachable, the lease expires on its
+        side. Later calls raise ``Closed``. Ctrl-C interrupts the wait."""
+    def aclose(self) -> "asyncio.Future[bool]":
+        """``close()`` as a coroutine, with the default wait."""
     def __enter__(self) -> "SnowflakeGenerator": ...
     def __exit__(
         self,
@@ -233,6 +299,13 @@ class SnowflakeGenerator:
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None: ...
+    def __aenter__(self) -> "asyncio.Future[SnowflakeGenerator]": ...
+    def __aexit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> "asyncio.Future[None]": ...
 
 class DecodedId(NamedTuple):
     """The parts of a snowflake id."""

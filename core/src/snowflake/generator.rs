@@ -15,7 +15,18 @@
 //!
 //! The lock-free part (the word's compare-and-swap, the limit's word, the gate) lives in
 //! `word.rs`, which states what it guarantees and is model-checked with loom
-//! (`tests/loom_snowflake.rs`); this file adds the clock, the waits and the I/O.
+//! (`tests/loom_snowflake.rs`); this file adds the clock, the sessions and the I/O;
+//! `generator/slow.rs` the slow path as each kind of caller may wait (`next_id` blocks,
+//! `next_id_now` never waits on I/O, `next_id_async` awaits) and `generator/close.rs`
+//! the bounded close.
+//!
+//! Where a caller's thread can block, and for how long: `build_blocking` (the registry's
+//! timeouts and `startup_wait`); `next_id` / `next_ids` / `fill` (one persist or one
+//! re-acquire after a fork, bounded by the registry's timeouts and
+//! [`REGISTRY_CALL_LIMIT`]; a backward step up to twice `max_backward`); `close` /
+//! `close_within` (the deadline given). Nothing else: `next_id_now`, `try_next_id`,
+//! the async calls and every `Drop` return without waiting on I/O, and the heartbeat
+//! holds the lease state only across registry calls that are bounded.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU32, Ordering};
@@ -33,19 +44,31 @@ use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::runtime;
 
-/// Clock reads spent waiting for the next millisecond before sleeping instead. A real
-/// clock moves on long before this (a read costs ~20 ns); only a stopped or manual
-/// clock gets here.
-const SPIN_READS: u32 = 200_000;
-/// How long a stalled clock is waited for at a sequence overflow before giving up.
-const STALL_LIMIT_MS: u32 = 1_000;
+mod close;
+mod slow;
+
 /// The first wait before retrying a failed re-acquire; doubles up to the last one.
 const REACQUIRE_FIRST_RETRY: Duration = Duration::from_millis(250);
 /// The longest wait between re-acquire attempts (or the heartbeat, when shorter), so a
 /// worker is back within about a second of its registry.
 const REACQUIRE_LAST_RETRY: Duration = Duration::from_secs(1);
-/// After a failed synchronous renew, callers get the error without retrying for this long.
-const RENEW_BACKOFF_MS: i64 = 100;
+/// The longest one registry call (a renew, a release) may take before the generator
+/// treats it as failed. Registries have their own, shorter timeouts (MySQL's
+/// `CALL_TIMEOUT`, ZooKeeper's session); this bounds any registry, a custom one too, so
+/// no caller and no close waits on one forever.
+const REGISTRY_CALL_LIMIT: Duration = Duration::from_secs(10);
+
+/// `fut` (a registry call named `what`), failed with `RegistryUnavailable` after
+/// [`REGISTRY_CALL_LIMIT`].
+async fn bounded<T>(what: &str, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(REGISTRY_CALL_LIMIT, fut)
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::registry(format!(
+                "the worker registry's {what} took longer than {REGISTRY_CALL_LIMIT:?}"
+            )))
+        })
+}
 
 /// Options of a generator, with their defaults; see the builder's methods.
 /// Where worker ids come from.
@@ -94,6 +117,8 @@ impl Failure {
                 max_skew_ms: *max_skew_ms,
                 source: source_desc.clone(),
             },
+            // The cause alone: `renew_error` wraps it in a `RegistryUnavailable` again.
+            Error::RegistryUnavailable { cause } => Failure::Text(cause.clone()),
             other => Failure::Text(other.to_string()),
         }
     }
@@ -130,6 +155,10 @@ pub const DEFAULT_MAX_SKEW: Duration = Duration::from_secs(5);
 /// How long [`SnowflakeGenerator::close`] waits for the registry before letting go
 /// (the lease then expires on the registry's side).
 pub const DEFAULT_CLOSE_WAIT: Duration = Duration::from_secs(3);
+/// How long [`SnowflakeGenerator::next_id_async`] keeps waiting for a transient cause
+/// (a late or failing heartbeat, a lease being re-acquired, a forked child's own worker
+/// id) before failing with it.
+pub const MAX_ASYNC_WAIT: Duration = Duration::from_secs(10);
 /// The longest heartbeat accepted.
 pub const MAX_HEARTBEAT: Duration = Duration::from_secs(60);
 /// The largest backward clock step waited out: the caller waits twice the step.
@@ -354,7 +383,11 @@ impl SnowflakeBuilder {
 }
 
 /// Issues snowflake ids. Cheap to clone (all clones share one state); `Send + Sync`.
-/// Dropping the last clone closes it.
+/// Dropping the last clone closes it without waiting (the release runs on the core's
+/// runtime). Which calls may wait: [`next_id`](Self::next_id) (blocking, bounded by the
+/// registry's timeouts), [`next_id_now`](Self::next_id_now) (never on I/O),
+/// [`next_id_async`](Self::next_id_async) (awaits without a thread),
+/// [`close`](Self::close) (at most [`DEFAULT_CLOSE_WAIT`]).
 ///
 /// ```
 /// # fn main() -> leafid::Result<()> {
@@ -392,8 +425,10 @@ struct Handle {
 }
 
 impl Drop for Handle {
+    /// Starts the close and returns at once: the release runs on the runtime, so a
+    /// drop (a binding's garbage collection included) never waits on the registry.
     fn drop(&mut self) {
-        close(&self.core);
+        self.core.begin_close();
     }
 }
 
@@ -406,8 +441,14 @@ struct Session {
     /// This host's claim on the identity, for registries whose id follows from
     /// configuration.
     identity_lock: Option<IdentityLock>,
+    /// Held across every persist and the final release (registry calls are bounded).
     lease: tokio::sync::Mutex<LeaseState>,
     stop: tokio::sync::Notify,
+    /// Catch-up persists finished (`slow::catch_up`): a caller that queued behind one
+    /// takes its answer. Per session, not per core: a forked child starts afresh.
+    attempts: std::sync::atomic::AtomicU64,
+    /// A background catch-up is under way (`next_id_now` starts at most one).
+    catching_up: AtomicBool,
 }
 
 struct LeaseState {
@@ -441,6 +482,8 @@ struct Core {
     /// forward by the monotonic clock, so a bound from a clock that jumped is never
     /// written. Lock-free: a fork() may land while another thread stores it.
     clock_ref: arc_swap::ArcSwapOption<(i64, std::time::Instant)>,
+    /// True once the final release after `close` has completed (or had nothing to do).
+    released: tokio::sync::watch::Sender<bool>,
     // Precomputed from the layout for the hot path.
     shape: Shape,
     random_bound: u32,
@@ -461,6 +504,7 @@ impl Core {
             retry_after: AtomicI64::new(i64::MIN),
             last_failure: arc_swap::ArcSwap::from_pointee(Failure::Text(String::new())),
             clock_ref: arc_swap::ArcSwapOption::empty(),
+            released: tokio::sync::watch::Sender::new(false),
             shape: Shape::new(
                 layout.timestamp_bits().into(),
                 layout.worker_bits().into(),
@@ -498,126 +542,16 @@ impl Core {
         word::gate_shut(now, self.limit.word(), runtime::fork_epoch, &self.epoch)
     }
 
-    /// The slow path of a stalled issue: waits, persists or re-acquires as the stall
-    /// needs (`Ok`: load the word and try again) or fails.
-    #[cold]
-    fn stalled(self: &Arc<Self>, stall: Stall) -> Result<()> {
-        match stall {
-            Stall::Shut { now } => self.reopen(now),
-            Stall::Overflow => Err(Error::TimestampOverflow {
-                max_ms: self.layout.max_timestamp_ms(),
-            }),
-            Stall::Spent { last } => self.wait_next_ms(last),
-            Stall::Behind { last, ts } => self.clock_back(last, ts),
-            Stall::Closed => Err(Error::Closed),
-        }
-    }
-
-    /// A backward step from `last` to `ts` (both relative to the epoch): small ones are
-    /// waited out as Leaf does (twice the offset), then the caller re-reads everything.
-    #[cold]
-    fn clock_back(&self, last: i64, ts: i64) -> Result<()> {
-        let offset = last - ts;
-        if offset > self.settings.max_backward_ms {
-            tracing::warn!(
-                offset_ms = offset,
-                "clock moved backwards beyond the wait limit"
-            );
-            return Err(Error::ClockMovedBackwards { offset_ms: offset });
-        }
-        self.clock.sleep_millis((offset as u64) << 1);
-        let again = self.clock.now_millis() - self.shape.epoch_ms;
-        if again < last {
-            return Err(Error::ClockMovedBackwards {
-                offset_ms: last - again,
-            });
-        }
-        Ok(())
-    }
-
-    /// The sequence of millisecond `last` is spent: waits until the clock leaves it,
-    /// forwards or (Leaf PR #153) backwards; the caller then re-reads everything.
-    #[cold]
-    fn wait_next_ms(&self, last: i64) -> Result<()> {
-        let mut reads = 0u32;
-        let mut slept = 0u32;
-        loop {
-            if self.clock.now_millis() - self.shape.epoch_ms != last {
-                return Ok(());
-            }
-            reads += 1;
-            if reads < SPIN_READS {
-                std::hint::spin_loop();
-            } else {
-                if slept >= STALL_LIMIT_MS {
-                    return Err(Error::ClockMovedBackwards { offset_ms: 0 });
-                }
-                self.clock.sleep_millis(1);
-                slept += 1;
-                reads = 0;
-            }
-        }
-    }
-
-    /// The slow path when the gate is shut: closed, forked, lease lost, or the clock
-    /// past the last persisted bound. `Ok` means "try again".
-    #[cold]
-    fn reopen(self: &Arc<Self>, now: i64) -> Result<()> {
-        match word::why_shut(
-            now,
-            &self.closed,
-            runtime::fork_epoch,
-            &self.epoch,
-            self.limit.word(),
-        ) {
-            word::Shut::Closed => return Err(Error::Closed),
-            word::Shut::Forked => return self.after_fork(),
-            word::Shut::LeaseLost => {
-                return Err(Error::LeaseLost {
-                    worker_id: self.worker.load(Ordering::Relaxed),
-                    cause: "the registry reported the lease lost; a new worker id is being acquired, retry shortly".into(),
-                })
-            }
-            word::Shut::Reopened => return Ok(()), // raised meanwhile
-            word::Shut::Late => {}
-        }
-        // The heartbeat is late or failing: persist a bound now, once for all waiting callers.
-        if now < self.retry_after.load(Ordering::Acquire) {
-            return Err(self.renew_error());
-        }
-        let session = self.session().ok_or(Error::Closed)?;
-        let core = self.clone();
-        let persisted = runtime::block_on(async move {
-            let mut st = session.lease.lock().await;
-            // Another caller (or the heartbeat) may have persisted while this one waited.
-            let now = core.clock.now_millis();
-            if core.limit.get() >= now {
-                return Ok(());
-            }
-            // The bound from the clock read after the wait for the lock, and checked
-            // again after the write: a registry slower than the lookahead would
-            // otherwise persist bounds already in the past and bring every caller back
-            // here, one round trip after another.
-            persist_locked(&core, &session, &mut st, now + core.settings.lookahead_ms).await?;
-            let after = core.clock.now_millis();
-            if core.limit.get() < after {
-                return Err(Error::registry(format!(
-                    "persisting a time bound took longer than the lookahead ({} ms)",
-                    core.settings.lookahead_ms
-                )));
-            }
-            Ok(())
-        });
-        match persisted {
-            Ok(()) => Ok(()),
-            Err(e @ (Error::Closed | Error::LeaseLost { .. })) => Err(e),
-            Err(e) => {
-                self.last_failure.store(Arc::new(Failure::of(&e)));
-                // Release pairs with the Acquire above: a caller that sees the deadline also sees the message.
-                self.retry_after
-                    .store(now + RENEW_BACKOFF_MS, Ordering::Release);
-                Err(self.renew_error())
-            }
+    /// Keeps the outcome of a persist as the cause callers see while the gate is shut
+    /// (`next_id_now` reports it without asking the registry): a failure's message, or
+    /// none after a success.
+    fn note_persist(&self, result: &Result<()>) {
+        match result {
+            Ok(()) => self
+                .last_failure
+                .store(Arc::new(Failure::Text(String::new()))),
+            Err(Error::Closed | Error::LeaseLost { .. }) => {}
+            Err(e) => self.last_failure.store(Arc::new(Failure::of(e))),
         }
     }
 
@@ -653,73 +587,6 @@ impl Core {
             )
         })
     }
-
-    fn renew_error(&self) -> Error {
-        let cause = match &*self.last_failure.load_full() {
-            Failure::Skew {
-                skew_ms,
-                max_skew_ms,
-                source,
-            } => return skew_of(*skew_ms, *max_skew_ms, source.clone()),
-            Failure::Text(t) => t.clone(),
-        };
-        Error::RegistryUnavailable {
-            cause: format!(
-                "worker {} cannot persist a time bound past its last one ({}): {cause}",
-                self.worker.load(Ordering::Relaxed),
-                self.limit.get()
-            ),
-        }
-    }
-
-    /// First use in a forked child: the worker id is the parent's.
-    #[cold]
-    fn after_fork(self: &Arc<Self>) -> Result<()> {
-        let target = runtime::fork_epoch();
-        if !self.settings.registry.reacquires_after_fork() {
-            // The id belongs to the parent; only pool registries can give the child its own.
-            return runtime::refuse_after_fork(
-                self.epoch.load(Ordering::Acquire),
-                &format!(
-                    "this snowflake generator ({} registry: its worker id belongs to the parent process; \
-                     local: and zookeeper-recycle: registries give each process its own id)",
-                    self.settings.registry.scheme()
-                ),
-            );
-        }
-        // One thread re-acquires; the others wait for it.
-        // Acquire/Release on the claim: the waiter that sees it cleared sees the new session.
-        if self
-            .rebuilding
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            for _ in 0..60_000 {
-                std::thread::sleep(Duration::from_millis(1));
-                if !self.rebuilding.load(Ordering::Acquire) {
-                    return Ok(()); // the winner's result shows on the retry
-                }
-            }
-            return Err(Error::registry(
-                "re-acquiring a worker id after fork() takes too long",
-            ));
-        }
-        if self.epoch.load(Ordering::Acquire) == target {
-            self.rebuilding.store(false, Ordering::Release);
-            return Ok(());
-        }
-        tracing::info!("fork detected: acquiring a worker id of this process's own");
-        if let Some(old) = self.session() {
-            if let Some(local) = &old.local {
-                local.forget_inherited();
-            }
-            // The old session belongs to the parent; it is never used again here.
-        }
-        let core = self.clone();
-        let result = runtime::block_on(async move { start_session(&core).await });
-        self.rebuilding.store(false, Ordering::Release);
-        result
-    }
 }
 
 impl Drop for Core {
@@ -753,7 +620,12 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
     let cache_dir = settings.cache_dir.clone();
     let _ = tokio::task::spawn_blocking(move || super::registry::cache::prune(&cache_dir)).await;
     let identity_lock = match registry.host_identity() {
-        Some(identity) => Some(claim_identity(&identity)?),
+        Some(identity) => {
+            // A generator of this identity dropped or closed just before: its release
+            // runs in the background, bounded by the registry calls' limit.
+            close::wait_for_release(&identity, REGISTRY_CALL_LIMIT * 2).await;
+            Some(claim_identity(&identity)?)
+        }
         None => None,
     };
     core.limit.set(OPENING_LIMIT);
@@ -806,6 +678,8 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
                     persisted: i64::MIN,
                 }),
                 stop: tokio::sync::Notify::new(),
+                attempts: std::sync::atomic::AtomicU64::new(0),
+                catching_up: AtomicBool::new(false),
             });
             install(core, lease.worker_id, floor)?;
             if let Err(e) = persist(
@@ -945,7 +819,7 @@ async fn persist_locked(
     .await
     .map_err(Error::registry)
     .and_then(|r| r);
-    let mut reg_res = session.registry.renew(&st.lease, bound).await;
+    let mut reg_res = bounded("renew", session.registry.renew(&st.lease, bound)).await;
     if let Err(Error::LeaseLost { .. }) = reg_res {
         // Found by the renew itself (the lease node gone or re-taken): stop, re-acquire.
         core.limit.lose();
@@ -1027,9 +901,11 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
             continue;
         }
         let bound = core.clock.now_millis() + core.settings.lookahead_ms;
-        if let Err(e) = persist(&core, &session, bound).await {
+        let result = persist(&core, &session, bound).await;
+        if let Err(e) = &result {
             tracing::warn!(error = %e, "heartbeat could not persist a time bound");
         }
+        core.note_persist(&result);
     }
 }
 
@@ -1040,7 +916,7 @@ async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
     if core.closed.load(Ordering::Acquire) {
         return Err(Error::Closed);
     }
-    let _ = session.registry.release(&st.lease).await;
+    let _ = bounded("release", session.registry.release(&st.lease)).await;
     core.limit.set(OPENING_LIMIT);
     let lease = match session
         .registry
@@ -1069,65 +945,6 @@ async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
     persist_locked(core, session, &mut st, bound).await
 }
 
-/// Stops issuing, writes the exact last timestamp issued, releases the lease and stops
-/// the heartbeat. Idempotent.
-fn close(core: &Arc<Core>) {
-    if core.closed.swap(true, Ordering::AcqRel) {
-        return;
-    }
-    core.limit.set(i64::MIN);
-    // Swapping in the closed marker makes every swap prepared before it fail, so the
-    // word read here is the last id anyone will ever issue from this generator.
-    let last = core.state.close();
-    let Some(session) = core.session() else {
-        return;
-    };
-    if runtime::fork_epoch() != core.epoch.load(Ordering::Acquire) {
-        // A forked child closing its parent's generator: the lease is the parent's.
-        if let Some(local) = &session.local {
-            local.forget_inherited();
-        }
-        std::mem::forget(session);
-        return;
-    }
-    session.stop.notify_one();
-    let last_ms = decode(last as i64, &core.layout).timestamp_ms;
-    let fut = async move {
-        let st = session.lease.lock().await;
-        let entry = CacheEntry {
-            worker_id: st.lease.worker_id,
-            bound_ms: last_ms,
-        };
-        let cache = session.cache.clone();
-        match tokio::task::spawn_blocking(move || cache.write(entry)).await {
-            Ok(Err(e)) => tracing::warn!(error = %e, "cannot write the worker cache file at close"),
-            Err(e) => tracing::warn!(error = %e, "cache write task failed at close"),
-            Ok(Ok(())) => {}
-        }
-        if let Err(e) = session.registry.renew(&st.lease, last_ms).await {
-            tracing::warn!(error = %e, "final renew failed; the registry keeps the last heartbeat's bound");
-        }
-        if let Err(e) = session.registry.release(&st.lease).await {
-            tracing::warn!(error = %e, "releasing the worker id failed");
-        }
-        if let Some(lock) = &session.identity_lock {
-            lock.release();
-        }
-        tracing::info!(
-            worker_id = st.lease.worker_id,
-            last_ms,
-            "snowflake generator closed"
-        );
-    };
-    // On a background-runtime thread, waiting would block the runtime that must run
-    // the future; anywhere else, close is synchronous as documented.
-    if std::thread::current().name() == Some("leafid-bg") {
-        runtime::spawn(fut);
-    } else {
-        runtime::block_on(fut);
-    }
-}
-
 impl SnowflakeGenerator {
     /// A builder with Leaf's defaults; a registry is required.
     pub fn builder() -> SnowflakeBuilder {
@@ -1135,32 +952,27 @@ impl SnowflakeGenerator {
     }
 
     /// The next id: strictly greater than every id this generator issued before.
+    ///
+    /// The blocking call, for threaded callers: almost always lock-free and without a
+    /// syscall, but when the heartbeat is late it persists a bound itself (waiting for
+    /// the registry, bounded by its timeouts), it sleeps out a small backward clock step
+    /// (up to twice `max_backward`), and in a forked child it acquires the child's own
+    /// worker id. Use [`next_id_now`](Self::next_id_now) where no wait is acceptable
+    /// and [`next_id_async`](Self::next_id_async) to wait without a thread.
     #[inline]
     pub fn next_id(&self) -> Result<i64> {
         let core = &self.inner.core;
-        let mut cur = core.state.load();
         loop {
-            match core.state.issue(
-                &mut cur,
-                &core.shape,
-                || core.clock.now_millis(),
-                |now| core.gated(now),
-                || core.random_start(),
-            ) {
-                Ok(id) => return Ok(id as i64),
+            match self.attempt() {
+                Ok(id) => return Ok(id),
                 Err(stall) => core.stalled(stall)?,
             }
-            cur = core.state.load();
         }
     }
 
-    /// One attempt at [`next_id`](Self::next_id) that never waits, sleeps or does I/O:
-    /// `None` whenever the slow path is needed (gate shut after a fork, close or late
-    /// heartbeat; this millisecond's sequence spent; clock behind; timestamp overflow).
-    /// Bindings that hold an interpreter lock call this first and [`next_id`](Self::next_id)
-    /// with the lock released on `None`.
-    #[inline]
-    pub fn try_next_id(&self) -> Option<i64> {
+    /// One turn of the fast path: an id, or why it stalled.
+    #[inline(always)]
+    fn attempt(&self) -> std::result::Result<i64, Stall> {
         let core = &self.inner.core;
         let mut cur = core.state.load();
         core.state
@@ -1171,100 +983,160 @@ impl SnowflakeGenerator {
                 |now| core.gated(now),
                 || core.random_start(),
             )
-            .ok()
             .map(|id| id as i64)
     }
 
+    /// One attempt at [`next_id`](Self::next_id) that never waits, sleeps or does I/O:
+    /// `None` whenever the slow path is needed (gate shut after a fork, close or late
+    /// heartbeat; this millisecond's sequence spent; clock behind; timestamp overflow).
+    /// Bindings that hold an interpreter lock call this first and [`next_id`](Self::next_id)
+    /// with the lock released on `None`.
+    #[inline]
+    pub fn try_next_id(&self) -> Option<i64> {
+        self.attempt().ok()
+    }
+
     /// Fills `out` with fresh ids, in increasing order, reserving a run of sequence
-    /// numbers per atomic swap. On error the ids already written are valid but `out`
-    /// is only partly filled.
+    /// numbers per atomic swap; may wait as [`next_id`](Self::next_id) does. On error
+    /// the ids already written are valid but `out` is only partly filled.
     pub fn fill(&self, out: &mut [i64]) -> Result<()> {
-        let core = &self.inner.core;
+        self.fill_with(out, |core, stall| core.stalled(stall))
+    }
+
+    fn fill_with(
+        &self,
+        out: &mut [i64],
+        mut slow: impl FnMut(&Arc<Core>, Stall) -> Result<()>,
+    ) -> Result<()> {
         let mut filled = 0usize;
-        let mut cur = core.state.load();
         while filled < out.len() {
-            match core.state.reserve(
-                &mut cur,
-                (out.len() - filled) as u64,
-                &core.shape,
-                || core.clock.now_millis(),
-                |now| core.gated(now),
-                || core.random_start(),
-            ) {
-                Ok((first, last)) => {
-                    for (slot, id) in out[filled..].iter_mut().zip(first..=last) {
-                        *slot = id as i64;
-                    }
-                    filled += (last - first + 1) as usize;
-                }
-                Err(stall) => {
-                    core.stalled(stall)?;
-                    cur = core.state.load();
-                }
+            match self.reserve_into(&mut out[filled..]) {
+                Ok(k) => filled += k,
+                Err(stall) => slow(&self.inner.core, stall)?,
             }
         }
         Ok(())
     }
 
-    /// The next id without ever waiting on I/O: when the slow path would need the
-    /// registry (a late heartbeat, a lost lease, a fork) it fails at once with the
-    /// cause's error and the work goes on in the background. For callers that must never
-    /// block (Node's synchronous calls).
+    /// One reservation of up to `out.len()` (at least 1) consecutive ids into the front
+    /// of `out`: how many, or why it stalled.
+    fn reserve_into(&self, out: &mut [i64]) -> std::result::Result<usize, Stall> {
+        let core = &self.inner.core;
+        let mut cur = core.state.load();
+        let (first, last) = core.state.reserve(
+            &mut cur,
+            out.len() as u64,
+            &core.shape,
+            || core.clock.now_millis(),
+            |now| core.gated(now),
+            || core.random_start(),
+        )?;
+        for (slot, id) in out.iter_mut().zip(first..=last) {
+            *slot = id as i64;
+        }
+        Ok((last - first + 1) as usize)
+    }
+
+    /// The next id without ever waiting on I/O. When the slow path would need the
+    /// registry, it fails at once with the cause's error and the work goes on in the
+    /// background, once for all callers: a late or failing heartbeat gives
+    /// `RegistryUnavailable` (with the last failure) or `ClockSkew` while one persist
+    /// runs on the core's runtime; a lost lease gives `LeaseLost`, a closed generator
+    /// `Closed`; the first call in a forked child starts acquiring the child's own worker
+    /// id and fails with `RegistryUnavailable`. Only CPU-scale waits remain: the spin to
+    /// the next millisecond when this one's sequence is spent, and a backward clock step
+    /// of at most 5 ms (slept out twice, as Leaf; a larger one fails with
+    /// `ClockMovedBackwards`). For callers that must never block (Node's synchronous
+    /// calls, an event loop).
     #[inline]
     pub fn next_id_now(&self) -> Result<i64> {
-        // TODO(issue 12): never wait on I/O.
-        self.next_id()
+        let core = &self.inner.core;
+        loop {
+            match self.attempt() {
+                Ok(id) => return Ok(id),
+                Err(stall) => core.stalled_now(stall)?,
+            }
+        }
     }
 
-    /// `n` ids without ever waiting on I/O (see [`next_id_now`](Self::next_id_now)).
+    /// `n` ids without ever waiting on I/O (see [`next_id_now`](Self::next_id_now)). On
+    /// error no id is returned (those reserved are skipped, never reissued).
     pub fn next_ids_now(&self, n: usize) -> Result<Vec<i64>> {
-        // TODO(issue 12): never wait on I/O.
-        self.next_ids(n)
+        let n = crate::limits::batch(n as u64)?;
+        let mut out = vec![0; n];
+        self.fill_with(&mut out, |core, stall| core.stalled_now(stall))?;
+        Ok(out)
     }
 
-    /// The next id, waiting off the caller's thread: the future runs on the core's
-    /// runtime, so any executor (a binding's event loop included) can await it.
+    /// The next id, waiting without holding a thread: the future runs on the core's
+    /// runtime (any executor, a binding's event loop included, can await it). Where
+    /// [`next_id`](Self::next_id) would block, it awaits the same work, shared with other
+    /// callers (one persist of a bound, the heartbeat's re-acquire after a lost lease,
+    /// a forked child's own worker id) and retries transient failures for up to
+    /// [`MAX_ASYNC_WAIT`], then fails with the cause's error. Clock waits are timers.
     pub fn next_id_async(&self) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
         let gen = self.clone();
-        runtime::run(async move {
-            tokio::task::spawn_blocking(move || gen.next_id())
-                .await
-                .unwrap_or_else(|e| Err(Error::registry(format!("waiting task failed: {e}"))))
-        })
+        async move {
+            // The fast path on the caller's executor (lock-free, no I/O); only the slow
+            // path moves to the core's runtime, where its timers and I/O live.
+            if let Ok(id) = gen.attempt() {
+                return Ok(id);
+            }
+            runtime::run(async move {
+                let core = gen.inner.core.clone();
+                let deadline = tokio::time::Instant::now() + MAX_ASYNC_WAIT;
+                loop {
+                    match gen.attempt() {
+                        Ok(id) => return Ok(id),
+                        Err(stall) => core.stalled_async(stall, deadline).await?,
+                    }
+                }
+            })
+            .await
+        }
     }
 
-    /// `n` ids, waiting off the caller's thread.
+    /// `n` ids, waiting without holding a thread (see [`next_id_async`](Self::next_id_async)).
     pub fn next_ids_async(
         &self,
         n: usize,
     ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
         let gen = self.clone();
         runtime::run(async move {
-            tokio::task::spawn_blocking(move || gen.next_ids(n))
-                .await
-                .unwrap_or_else(|e| Err(Error::registry(format!("waiting task failed: {e}"))))
+            let n = crate::limits::batch(n as u64)?;
+            let core = gen.inner.core.clone();
+            let deadline = tokio::time::Instant::now() + MAX_ASYNC_WAIT;
+            let mut out = vec![0; n];
+            let mut filled = 0usize;
+            while filled < n {
+                match gen.reserve_into(&mut out[filled..]) {
+                    Ok(k) => filled += k,
+                    Err(stall) => core.stalled_async(stall, deadline).await?,
+                }
+            }
+            Ok(out)
         })
     }
 
-    /// [`close`](Self::close) that waits at most `wait` for the registry; `true` when
-    /// the worker id was released in time. After `wait` the release goes on in the
-    /// background and, if it never completes, the lease expires on the registry's side.
+    /// Stops issuing at once, then waits at most `wait` for the final write of the
+    /// last timestamp issued and the release of the worker id, which run on the core's
+    /// runtime. `true` when they completed in time; otherwise they go on in the
+    /// background and, if they never complete, the lease expires on the registry's side
+    /// (safe: the bound persisted before already covers every id issued). Idempotent
+    /// (a later call waits for the same release); every later call on any clone fails
+    /// with [`Error::Closed`]. On the core's own runtime threads it does not wait.
     pub fn close_within(&self, wait: Duration) -> bool {
-        // TODO(issue 12): bounded.
-        let _ = wait;
-        close(&self.inner.core);
-        true
+        self.inner.core.begin_close();
+        self.inner.core.wait_released(wait)
     }
 
-    /// [`close`](Self::close) for async callers: resolves when the worker id is released
-    /// or after [`DEFAULT_CLOSE_WAIT`], whichever comes first (`true`: released).
+    /// [`close_within`](Self::close_within)`(`[`DEFAULT_CLOSE_WAIT`]`)` for async
+    /// callers: issuing stops when this is called; the future resolves when the worker
+    /// id is released or after the deadline (`true`: released).
     pub fn close_async(&self) -> impl std::future::Future<Output = bool> + Send + 'static {
-        let gen = self.clone();
-        runtime::run(async move {
-            tokio::task::spawn_blocking(move || gen.close_within(DEFAULT_CLOSE_WAIT))
-                .await
-                .unwrap_or(false)
-        })
+        let core = self.inner.core.clone();
+        core.begin_close();
+        runtime::run(core.released_within(DEFAULT_CLOSE_WAIT))
     }
 
     /// `n` fresh ids in increasing order (see [`fill`](Self::fill)).
@@ -1298,9 +1170,10 @@ impl SnowflakeGenerator {
     }
 
     /// Stops issuing, persists the exact last timestamp issued, releases the worker id
-    /// and stops the heartbeat. Blocks until done. Idempotent; every later call on any
-    /// clone fails with [`Error::Closed`].
+    /// and stops the heartbeat: [`close_within`](Self::close_within)`(`[`DEFAULT_CLOSE_WAIT`]`)`,
+    /// so it blocks at most that long. Idempotent; every later call on any clone fails
+    /// with [`Error::Closed`]. Dropping the last clone closes without waiting at all.
     pub fn close(&self) {
-        close(&self.inner.core);
+        self.close_within(DEFAULT_CLOSE_WAIT);
     }
 }

@@ -17,8 +17,8 @@ pub struct DelayProxy {
     pub addr: SocketAddr,
     delay_ms: Arc<AtomicU64>,
     down: Arc<AtomicBool>,
-    /// While set, every chunk is held (a blackhole that releases them when cleared).
-    held: Arc<AtomicBool>,
+    /// Accept connections but pass nothing on, as a network that drops every packet.
+    blackhole: Arc<AtomicBool>,
     /// Bumped on `set_down(true)`, so open connections notice and close.
     era: Arc<AtomicU64>,
 }
@@ -32,7 +32,7 @@ impl DelayProxy {
             addr: listener.local_addr().unwrap(),
             delay_ms: Arc::new(AtomicU64::new(0)),
             down: Arc::new(AtomicBool::new(false)),
-            held: Arc::new(AtomicBool::new(false)),
+            blackhole: Arc::new(AtomicBool::new(false)),
             era: Arc::new(AtomicU64::new(0)),
         };
         let p = proxy.clone();
@@ -71,11 +71,11 @@ impl DelayProxy {
             .store(delay.as_millis() as u64, Ordering::SeqCst);
     }
 
-    /// `true`: a blackhole: connections are accepted but no data passes, until
-    /// `false`, when what was held passes on (nothing is lost).
+    /// `true`: open connections and new ones stay open but nothing passes in either
+    /// direction (a silent network, not a refusal); `false`: what was held passes on.
     #[allow(dead_code)] // not every test binary that includes this file blackholes
-    pub fn set_blackhole(&self, held: bool) {
-        self.held.store(held, Ordering::SeqCst);
+    pub fn set_blackhole(&self, on: bool) {
+        self.blackhole.store(on, Ordering::SeqCst);
     }
 
     /// `true`: drop open connections and refuse new ones; `false`: serve again.
@@ -106,11 +106,11 @@ async fn pump(
                 continue;
             }
         };
-        while p.held.load(Ordering::SeqCst) {
+        while p.blackhole.load(Ordering::SeqCst) {
             if p.era.load(Ordering::SeqCst) != era {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let delay = p.delay_ms.load(Ordering::SeqCst);
         if delay > 0 {

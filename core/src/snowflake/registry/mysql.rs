@@ -30,8 +30,9 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
-use sqlx::Row;
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
+use sqlx::pool::PoolConnection;
+use sqlx::{Connection, Row};
 
 use super::host_lock::{host_name, Holder};
 use super::{system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
@@ -72,6 +73,12 @@ const FIRST_TERM: Duration = Duration::from_secs(15);
 /// (and the generator reports the registry unavailable).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_millis(3000);
 
+/// How long one registry call (acquire, renew, release: a few statements) may take once
+/// it has a connection. Without it a statement on a connection the network silently
+/// dropped waits for the kernel to give up (many minutes), holding the generator's lease
+/// state all along: the blocking `next_id` after a blackhole hung that long (issue 12).
+pub const CALL_TIMEOUT: Duration = Duration::from_millis(3000);
+
 /// The `leaf_workerid_alloc` registry. Building it parses the URL; it connects at `acquire`.
 pub struct MysqlRegistry {
     shown_url: String,
@@ -104,9 +111,11 @@ impl MysqlRegistry {
             // Leases and clock readings are compared by the database's clock: UTC always,
             // whatever the URL or the server says, so DST never moves them.
             .map(|o| o.timezone(Some("+00:00".to_string())))
-            .map_err(|e| Error::InvalidUrl {
-                url: crate::redact::url(url),
-                reason: format!("{e}; expected mysql://user:password@host:port/database?port=P"),
+            .map_err(|e| {
+                Error::invalid_url(
+                    url,
+                    format!("{e}; expected mysql://user:password@host:port/database?port=P"),
+                )
             })?;
         Ok(MysqlRegistry {
             shown_url: crate::redact::url(url),
@@ -134,15 +143,34 @@ impl MysqlRegistry {
         })
     }
 
+    /// A connection from the pool (waiting at most [`ACQUIRE_TIMEOUT`]).
+    async fn conn(&self) -> Result<PoolConnection<MySql>> {
+        self.pool()
+            .acquire()
+            .await
+            .map_err(|e| self.db_err("connect", e))
+    }
+
+    /// For a call that passed [`CALL_TIMEOUT`]: closes `conn` rather than returning it
+    /// to the pool (sqlx would ping it on return, and a ping over a silent network
+    /// waits as long as the statement did) and says what timed out.
+    fn timed_out(&self, conn: &mut PoolConnection<MySql>, what: &str) -> Error {
+        conn.close_on_drop();
+        Error::registry(format!(
+            "MySQL {}: {what}: no answer within {CALL_TIMEOUT:?}",
+            self.shown_url
+        ))
+    }
+
     fn db_err(&self, what: &str, e: sqlx::Error) -> Error {
         Error::registry(format!("MySQL {}: {what}: {e}", self.shown_url))
     }
 
-    async fn select(&self) -> Result<Option<(i64, Option<i64>)>> {
+    async fn select(&self, conn: &mut MySqlConnection) -> Result<Option<(i64, Option<i64>)>> {
         let row =
             sqlx::query("SELECT id, max_timestamp FROM leaf_workerid_alloc WHERE ip_port = ?")
                 .bind(self.ip_port())
-                .fetch_optional(self.pool())
+                .fetch_optional(&mut *conn)
                 .await
                 .map_err(|e| self.db_err("select leaf_workerid_alloc", e))?;
         match row {
@@ -157,16 +185,16 @@ impl MysqlRegistry {
         }
     }
 
-    async fn take(&self, max_worker_id: u32) -> Result<Lease> {
+    async fn take(&self, conn: &mut MySqlConnection, max_worker_id: u32) -> Result<Lease> {
         sqlx::raw_sql(CREATE_TABLE)
-            .execute(self.pool())
+            .execute(&mut *conn)
             .await
             .map_err(|e| self.db_err("create table leaf_workerid_alloc", e))?;
         sqlx::raw_sql(CREATE_LEASE_TABLE)
-            .execute(self.pool())
+            .execute(&mut *conn)
             .await
             .map_err(|e| self.db_err("create table leafid_worker_lease", e))?;
-        let (id, _) = match self.select().await? {
+        let (id, _) = match self.select(conn).await? {
             Some(found) => found,
             None => {
                 // The database's clock, not ours: a local clock far ahead (refused by the
@@ -178,13 +206,13 @@ impl MysqlRegistry {
                 .bind(self.ip_port())
                 .bind(&self.ip)
                 .bind(&self.port)
-                .execute(self.pool())
+                .execute(&mut *conn)
                 .await;
                 match inserted {
                     Ok(done) => (done.last_insert_id() as i64, None),
                     // A concurrent start inserted this ip_port first: its row is ours too.
                     Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-                        self.select().await?.ok_or_else(|| {
+                        self.select(conn).await?.ok_or_else(|| {
                             Error::registry(format!(
                                 "MySQL {}: row for {} vanished right after a duplicate-key insert",
                                 self.shown_url,
@@ -211,13 +239,13 @@ impl MysqlRegistry {
                 size: max_worker_id + 1,
             });
         }
-        self.take_lease(id).await?;
+        self.take_lease(conn, id).await?;
         // The floor is read after the lease is ours: any earlier holder's last renew
         // committed before, and no later one can commit.
-        let stored = match self.select().await? {
+        let stored = match self.select(conn).await? {
             Some((row_id, ts)) if row_id == id => ts,
             _ => {
-                let _ = self.drop_lease(id).await;
+                let _ = self.drop_lease(conn, id).await;
                 return Err(Error::LeaseLost {
                     worker_id: id as u32,
                     cause: format!(
@@ -267,7 +295,7 @@ impl MysqlRegistry {
     }
 
     /// Takes the lease on worker `id`, or fails with `WorkerIdInUse` naming its holder.
-    async fn take_lease(&self, id: i64) -> Result<()> {
+    async fn take_lease(&self, conn: &mut MySqlConnection, id: i64) -> Result<()> {
         let me = serde_json::to_string(&Holder::this_process()).expect("a holder serializes");
         sqlx::query(
             "INSERT IGNORE INTO leafid_worker_lease (worker_id, ip_port, holder, holder_info, expires_at) \
@@ -275,7 +303,7 @@ impl MysqlRegistry {
         )
         .bind(id)
         .bind(self.ip_port())
-        .execute(self.pool())
+        .execute(&mut *conn)
         .await
         .map_err(|e| self.db_err("insert into leafid_worker_lease", e))?;
         let taken = sqlx::query(
@@ -288,11 +316,11 @@ impl MysqlRegistry {
         .bind(self.ip_port())
         .bind(FIRST_TERM.as_micros() as i64)
         .bind(id)
-        .execute(self.pool())
+        .execute(&mut *conn)
         .await
         .map_err(|e| self.db_err("take leafid_worker_lease", e))?;
         if taken.rows_affected() == 1 {
-            let reading = self.read_clock(self.pool()).await?;
+            let reading = self.read_clock(&mut *conn).await?;
             self.keep_reading(reading);
             return Ok(());
         }
@@ -301,7 +329,7 @@ impl MysqlRegistry {
              FROM leafid_worker_lease WHERE worker_id = ?",
         )
         .bind(id)
-        .fetch_optional(self.pool())
+        .fetch_optional(&mut *conn)
         .await
         .map_err(|e| self.db_err("read leafid_worker_lease", e))?;
         let (token, info, left_ms) = match row {
@@ -325,7 +353,7 @@ impl MysqlRegistry {
                 .bind(FIRST_TERM.as_micros() as i64)
                 .bind(id)
                 .bind(&token)
-                .execute(self.pool())
+                .execute(&mut *conn)
                 .await
                 .map_err(|e| self.db_err("take leafid_worker_lease", e))?;
                 if stolen.rows_affected() == 1 {
@@ -334,7 +362,7 @@ impl MysqlRegistry {
                         dead_pid = h.pid,
                         "took over the lease of a process of this host that has exited"
                     );
-                    let reading = self.read_clock(self.pool()).await?;
+                    let reading = self.read_clock(&mut *conn).await?;
                     self.keep_reading(reading);
                     return Ok(());
                 }
@@ -357,20 +385,20 @@ impl MysqlRegistry {
     }
 
     /// Ends this registry's lease on worker `id` (if it still holds it).
-    async fn drop_lease(&self, id: i64) -> Result<()> {
+    async fn drop_lease(&self, conn: &mut MySqlConnection, id: i64) -> Result<()> {
         sqlx::query(
             "UPDATE leafid_worker_lease SET holder = '', expires_at = '1970-01-02 00:00:00' \
              WHERE worker_id = ? AND holder = ?",
         )
         .bind(id)
         .bind(&self.token)
-        .execute(self.pool())
+        .execute(&mut *conn)
         .await
         .map_err(|e| self.db_err("release leafid_worker_lease", e))?;
         Ok(())
     }
 
-    async fn write(&self, lease: &Lease, bound_ms: i64) -> Result<()> {
+    async fn write(&self, conn: &mut MySqlConnection, lease: &Lease, bound_ms: i64) -> Result<()> {
         let lost = |cause: String| Error::LeaseLost {
             worker_id: lease.worker_id,
             cause,
@@ -379,11 +407,7 @@ impl MysqlRegistry {
         let term_us = (bound_ms - system_now_ms())
             .saturating_add(LEASE_GRACE.as_millis() as i64)
             .saturating_mul(1000);
-        let mut tx = self
-            .pool()
-            .begin()
-            .await
-            .map_err(|e| self.db_err("begin", e))?;
+        let mut tx = conn.begin().await.map_err(|e| self.db_err("begin", e))?;
         let extended = sqlx::query(
             "UPDATE leafid_worker_lease SET expires_at = NOW(3) + INTERVAL ? MICROSECOND \
              WHERE worker_id = ? AND holder = ?",
@@ -430,11 +454,20 @@ impl MysqlRegistry {
 impl WorkerRegistry for MysqlRegistry {
     fn acquire(&self, max_worker_id: u32, _limit: Arc<IssueLimit>) -> BoxFuture<'_, Result<Lease>> {
         // A row cannot be lost, so the limit is never lowered.
-        Box::pin(self.take(max_worker_id))
+        Box::pin(async move {
+            let mut conn = self.conn().await?;
+            let r = tokio::time::timeout(CALL_TIMEOUT, self.take(&mut conn, max_worker_id)).await;
+            r.unwrap_or_else(|_| Err(self.timed_out(&mut conn, "acquire")))
+        })
     }
 
     fn renew<'a>(&'a self, lease: &'a Lease, bound_ms: i64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.write(lease, bound_ms))
+        Box::pin(async move {
+            let mut conn = self.conn().await?;
+            let r =
+                tokio::time::timeout(CALL_TIMEOUT, self.write(&mut conn, lease, bound_ms)).await;
+            r.unwrap_or_else(|_| Err(self.timed_out(&mut conn, "renew")))
+        })
     }
 
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<()>> {
@@ -442,7 +475,14 @@ impl WorkerRegistry for MysqlRegistry {
         // closes when the registry is dropped): a re-acquire after a lost lease uses it.
         Box::pin(async move {
             if self.pool.get().is_some() {
-                if let Err(e) = self.drop_lease(lease.worker_id as i64).await {
+                let ended = async {
+                    let mut conn = self.conn().await?;
+                    let id = lease.worker_id as i64;
+                    let r =
+                        tokio::time::timeout(CALL_TIMEOUT, self.drop_lease(&mut conn, id)).await;
+                    r.unwrap_or_else(|_| Err(self.timed_out(&mut conn, "release")))
+                };
+                if let Err(e) = ended.await {
                     tracing::warn!(error = %e, "cannot end the worker-id lease; it lapses on its own");
                 }
             }

@@ -1,0 +1,43 @@
+"""asyncio glue of the native module (``leafid._leafid``): the core runs each async call
+on its own runtime and settles the future made here, from another thread, through
+``call_soon_threadsafe``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Optional, Tuple
+
+
+def new_future() -> Tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]"]:
+    """The running loop and a fresh future on it (``RuntimeError`` outside a coroutine)."""
+    loop = asyncio.get_running_loop()
+    return loop, loop.create_future()
+
+
+def settle(
+    loop: asyncio.AbstractEventLoop,
+    future: "asyncio.Future[Any]",
+    value: Any,
+    error: Optional[BaseException],
+) -> None:
+    """Called from a core thread: schedules the result on the future's loop."""
+    try:
+        loop.call_soon_threadsafe(_set, future, value, error)
+    except RuntimeError:
+        pass  # the loop is closed: nobody is waiting any more
+
+
+def _set(future: "asyncio.Future[Any]", value: Any, error: Optional[BaseException]) -> None:
+    if future.done():
+        return  # cancelled meanwhile
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+def ready(value: Any) -> "asyncio.Future[Any]":
+    """A future on the running loop that is already done with ``value``."""
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future

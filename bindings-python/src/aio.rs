@@ -1,0 +1,101 @@
+//! Core futures → Python: awaitables on the caller's asyncio loop, and interruptible
+//! blocking waits for the synchronous API.
+//!
+//! Hand-written rather than `pyo3-async-runtimes`: no release of it for pyo3 0.30 is
+//! available here, and the job is small. The core future runs on the core's runtime
+//! (never on the loop thread); when it completes, a blocking-pool thread briefly takes
+//! the GIL and hands the outcome to the loop with `call_soon_threadsafe` (see
+//! `leafid/_aio.py`). The runtime's worker threads never wait for the GIL.
+
+use std::future::Future;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::BoundObject;
+
+use crate::error::IntoPy;
+
+static GLUE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+fn glue(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    GLUE.get_or_try_init(py, || {
+        PyModule::import(py, "leafid._aio").map(Bound::unbind)
+    })
+    .map(|m| m.bind(py))
+}
+
+/// An `asyncio.Future` on the running loop that `fut`'s outcome settles. Raises
+/// `RuntimeError` when no loop is running. Cancelling the Python future cancels the
+/// core future.
+pub fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = leafid::Result<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    let (event_loop, future): (Bound<'py, PyAny>, Bound<'py, PyAny>) =
+        glue(py)?.call_method0("new_future")?.extract()?;
+    let (event_loop, target) = (event_loop.unbind(), future.clone().unbind());
+    let task = leafid::runtime::spawn(async move {
+        let outcome = fut.await;
+        // Taking the GIL may wait: on a blocking-pool thread, never a runtime worker.
+        leafid::runtime::handle().spawn_blocking(move || settle(event_loop, target, outcome));
+    });
+    let cancel = Cancel(Box::new(move || task.abort()));
+    future.call_method1("add_done_callback", (cancel,))?;
+    Ok(future)
+}
+
+/// Hands `outcome` to the loop that owns `future` (nothing once the interpreter exits).
+fn settle<T>(event_loop: Py<PyAny>, future: Py<PyAny>, outcome: leafid::Result<T>)
+where
+    T: for<'a> IntoPyObject<'a>,
+{
+    if crate::logging::exiting() {
+        return; // taking the GIL while the interpreter finalizes aborts the process
+    }
+    Python::attach(|py| {
+        let (value, error) = match outcome {
+            Ok(v) => match v.into_pyobject(py) {
+                Ok(v) => (v.into_any().unbind(), py.None()),
+                Err(e) => (py.None(), Into::<PyErr>::into(e).into_value(py).into_any()),
+            },
+            Err(e) => (py.None(), crate::error::to_py(e).into_value(py).into_any()),
+        };
+        let settled =
+            glue(py).and_then(|g| g.call_method1("settle", (event_loop, future, value, error)));
+        if let Err(e) = settled {
+            e.print(py);
+        }
+    });
+}
+
+/// The done-callback of an awaitable: aborts its core task (a no-op once it finished),
+/// so a cancelled `await` stops the work it started.
+#[pyclass(frozen)]
+struct Cancel(Box<dyn Fn() + Send + Sync>);
+
+#[pymethods]
+impl Cancel {
+    fn __call__(&self, _future: &Bound<'_, PyAny>) {
+        (self.0)()
+    }
+}
+
+/// An awaitable that is already done with `value` (`__aenter__`).
+pub fn ready<'py>(py: Python<'py>, value: Py<PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    glue(py)?.call_method1("ready", (value,))
+}
+
+/// Waits for `fut` on the core's runtime with the GIL released, checking for signals
+/// every few tens of milliseconds: Ctrl-C raises `KeyboardInterrupt` (and cancels the
+/// core future) instead of waiting for the core to give up.
+pub fn wait<F, T>(py: Python<'_>, fut: F) -> PyResult<T>
+where
+    F: Future<Output = leafid::Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    py.detach(|| {
+        leafid::runtime::block_on_checked(fut, || Python::attach(|py| py.check_signals()))
+    })?
+    .py()
+}

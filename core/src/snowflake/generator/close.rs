@@ -1,0 +1,165 @@
+//! Closing a snowflake generator, bounded: issuing stops at once, the final write and
+//! release run on the core's runtime, and the caller waits for them at most a deadline
+//! (or, when dropping, not at all).
+//!
+//! Letting go before the registry answered is safe. Every id ever issued has a timestamp
+//! at or below the issue limit, and the limit is raised only after a bound at least that
+//! high was persisted where it counts (the registry, or the cache file for registries
+//! whose id survives an outage; see `persist_locked`). So the last persisted bound
+//! already covers every id, and the final write of the exact last timestamp only lowers
+//! it, to give the id back sooner. Skipped or lost, the next holder's floor is the older,
+//! higher bound: it may wait longer for the id, never reissue one. A release that never
+//! completes leaves the lease to expire on the registry's side (a ZooKeeper session's
+//! timeout, the MySQL lease's expiry after its bound plus `LEASE_GRACE`).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::super::layout::decode;
+use super::super::registry::CacheEntry;
+use super::{bounded, Core, Session};
+use crate::runtime;
+
+/// Host identities whose generator was closed (or dropped) in this process while its
+/// release still runs, with the signal of its end. A new generator for one of them
+/// waits for that release ([`wait_for_release`]) rather than failing with
+/// `WorkerIdInUse` because a drop no longer waits.
+type Releasing = Vec<(String, tokio::sync::watch::Receiver<bool>)>;
+static RELEASING: std::sync::Mutex<Releasing> = std::sync::Mutex::new(Vec::new());
+
+fn releasing() -> std::sync::MutexGuard<'static, Releasing> {
+    RELEASING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Waits (at most `limit`) for the releases of `identity` started by closes in this
+/// process. Runs on the runtime, in a constructor.
+pub(super) async fn wait_for_release(identity: &str, limit: Duration) {
+    let pending: Vec<_> = {
+        let mut all = releasing();
+        all.retain(|(_, done)| !*done.borrow());
+        all.iter()
+            .filter(|(id, _)| id == identity)
+            .map(|(_, done)| done.clone())
+            .collect()
+    };
+    for mut done in pending {
+        let _ = tokio::time::timeout(limit, done.wait_for(|d| *d)).await;
+    }
+}
+
+impl Core {
+    /// Stops issuing and starts the final write and release in the background (the
+    /// first call only; later ones do nothing). Never waits: safe in `Drop`, on any
+    /// thread, with the registry unreachable.
+    pub(super) fn begin_close(self: &Arc<Self>) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.limit.set(i64::MIN);
+        // Swapping in the closed marker makes every swap prepared before it fail, so the
+        // word read here is the last id anyone will ever issue from this generator.
+        let last = self.state.close();
+        let Some(session) = self.session() else {
+            self.released.send_replace(true);
+            return;
+        };
+        if runtime::fork_epoch() != self.epoch.load(Ordering::Acquire) {
+            // A forked child closing its parent's generator: the lease is the parent's.
+            if let Some(local) = &session.local {
+                local.forget_inherited();
+            }
+            std::mem::forget(session);
+            self.released.send_replace(true);
+            return;
+        }
+        session.stop.notify_one();
+        if let Some(lock) = &session.identity_lock {
+            let mut all = releasing();
+            all.retain(|(_, done)| !*done.borrow());
+            all.push((lock.identity().to_string(), self.released.subscribe()));
+        }
+        let last_ms = decode(last as i64, &self.layout).timestamp_ms;
+        let core = self.clone();
+        runtime::spawn(async move {
+            release(&session, last_ms).await;
+            core.released.send_replace(true);
+        });
+    }
+
+    /// Waits at most `wait` for the release [`begin_close`](Self::begin_close) started;
+    /// true when it completed. Blocks the calling thread, except on the runtime's own
+    /// threads, where waiting could starve the release: there it returns at once.
+    pub(super) fn wait_released(&self, wait: Duration) -> bool {
+        let mut done = self.released.subscribe();
+        if *done.borrow() {
+            return true;
+        }
+        if runtime::on_runtime_thread() {
+            return false;
+        }
+        let finished = runtime::block_on(async move {
+            matches!(
+                tokio::time::timeout(wait, done.wait_for(|d| *d)).await,
+                Ok(Ok(_))
+            )
+        });
+        if !finished {
+            self.gave_up(wait);
+        }
+        finished
+    }
+
+    /// [`wait_released`](Self::wait_released) without a thread.
+    pub(super) async fn released_within(self: Arc<Self>, wait: Duration) -> bool {
+        let mut done = self.released.subscribe();
+        let finished = matches!(
+            tokio::time::timeout(wait, done.wait_for(|d| *d)).await,
+            Ok(Ok(_))
+        );
+        if !finished {
+            self.gave_up(wait);
+        }
+        finished
+    }
+
+    fn gave_up(&self, wait: Duration) {
+        tracing::warn!(
+            worker_id = self.worker.load(Ordering::Relaxed),
+            ?wait,
+            "the worker registry did not confirm the release in time; it goes on in the background, \
+             and if it never completes the lease expires on the registry's side"
+        );
+    }
+}
+
+/// Writes the exact last timestamp issued (cache file, then registry) and releases the
+/// lease; each registry call bounded. Failures are logged: see the module docs for why
+/// skipping any of it is safe.
+async fn release(session: &Session, last_ms: i64) {
+    let st = session.lease.lock().await;
+    let entry = CacheEntry {
+        worker_id: st.lease.worker_id,
+        bound_ms: last_ms,
+    };
+    let cache = session.cache.clone();
+    match tokio::task::spawn_blocking(move || cache.write(entry)).await {
+        Ok(Err(e)) => tracing::warn!(error = %e, "cannot write the worker cache file at close"),
+        Err(e) => tracing::warn!(error = %e, "cache write task failed at close"),
+        Ok(Ok(())) => {}
+    }
+    if let Err(e) = bounded("final renew", session.registry.renew(&st.lease, last_ms)).await {
+        tracing::warn!(error = %e, "final renew failed; the registry keeps the last heartbeat's bound");
+    }
+    if let Err(e) = bounded("release", session.registry.release(&st.lease)).await {
+        tracing::warn!(error = %e, "releasing the worker id failed; its lease expires on the registry's side");
+    }
+    if let Some(lock) = &session.identity_lock {
+        lock.release();
+    }
+    tracing::info!(
+        worker_id = st.lease.worker_id,
+        last_ms,
+        "snowflake generator closed"
+    );
+}

@@ -407,3 +407,29 @@ fn a_generator_built_right_after_a_drop_of_its_identity_starts() {
         drop(gen);
     }
 }
+
+/// A MySQL registry that refuses connections is reported with the root cause, not
+/// the pool's bare "timed out" (issue 12).
+#[test]
+fn mysql_registry_refused_names_the_root_cause() {
+    // A loopback port with nothing listening: bind one, note it, let it go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut url = url::Url::parse(&mysql()).unwrap();
+    url.set_port(Some(port)).unwrap();
+    let url = format!("{url}?ip={}&port=8080", unique("refused"));
+    let cache = tempfile::tempdir().unwrap();
+    let e = SnowflakeGenerator::builder()
+        .registry_url(&url)
+        .unwrap()
+        .cache_dir(cache.path())
+        .startup_wait(Duration::from_millis(100))
+        .build_blocking()
+        .expect_err("nothing listens there");
+    let shown = e.to_string();
+    assert!(shown.to_lowercase().contains("refused"), "{shown}");
+    assert!(!shown.contains("leafid@"), "password shown: {shown}");
+}

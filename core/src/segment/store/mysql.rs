@@ -31,6 +31,50 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leaf_alloc` (
 /// How long the one direct connection attempt that explains a pool time-out may take.
 const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// What one direct connection attempt says about a server the pool could not reach.
+/// The pool retries a refused connection until its acquire timeout and then reports
+/// only "pool timed out"; this recovers why. Shared with the MySQL worker registry.
+pub(crate) enum Probe {
+    /// The server answers now: the pool was busy, or the server just came back.
+    Answers(String),
+    /// The attempt failed, with the driver's reason (refused, access denied, …).
+    Failed(sqlx::Error),
+    /// No answer within [`DIAGNOSE_TIMEOUT`].
+    Silent(String),
+}
+
+impl std::fmt::Display for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Probe::Answers(at) => write!(
+                f,
+                "no free connection to MySQL at {at} in time (all pooled connections busy, \
+                 or the server was just unreachable)"
+            ),
+            Probe::Failed(e) => write!(f, "{e}"),
+            Probe::Silent(at) => write!(
+                f,
+                "cannot connect to MySQL at {at}: no answer within {DIAGNOSE_TIMEOUT:?} \
+                 (host down, or a firewall dropping packets?)"
+            ),
+        }
+    }
+}
+
+/// One direct connection attempt to the server `options` name, bounded by
+/// [`DIAGNOSE_TIMEOUT`].
+pub(crate) async fn probe(options: &MySqlConnectOptions) -> Probe {
+    let at = format!("{}:{}", options.get_host(), options.get_port());
+    match tokio::time::timeout(DIAGNOSE_TIMEOUT, options.connect()).await {
+        Ok(Ok(conn)) => {
+            drop(conn.close().await);
+            Probe::Answers(at)
+        }
+        Ok(Err(e)) => Probe::Failed(e),
+        Err(_) => Probe::Silent(at),
+    }
+}
+
 /// A `leaf_alloc` table in MySQL or MariaDB.
 pub struct MysqlStore {
     url: String,
@@ -91,21 +135,9 @@ impl MysqlStore {
 
     /// Why no connection could be had, from one direct connection attempt.
     async fn diagnose(&self) -> Error {
-        let at = format!("{}:{}", self.options.get_host(), self.options.get_port());
-        match tokio::time::timeout(DIAGNOSE_TIMEOUT, self.options.connect()).await {
-            Ok(Ok(conn)) => {
-                // The server answers now: the pool was busy, or the server just came back.
-                drop(conn.close().await);
-                Error::store(format!(
-                    "no free connection to MySQL at {at} in time (all pooled connections busy, \
-                     or the server was just unreachable)"
-                ))
-            }
-            Ok(Err(e)) => self.connect_error(e),
-            Err(_) => Error::store(format!(
-                "cannot connect to MySQL at {at}: no answer within {DIAGNOSE_TIMEOUT:?} \
-                 (host down, or a firewall dropping packets?)"
-            )),
+        match probe(&self.options).await {
+            Probe::Failed(e) => self.connect_error(e),
+            other => Error::store(other.to_string()),
         }
     }
 

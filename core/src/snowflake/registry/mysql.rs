@@ -143,12 +143,21 @@ impl MysqlRegistry {
         })
     }
 
-    /// A connection from the pool (waiting at most [`ACQUIRE_TIMEOUT`]).
+    /// A connection from the pool (waiting at most [`ACQUIRE_TIMEOUT`]). When the pool
+    /// only says "timed out", one direct attempt tells why (refused, silent, access
+    /// denied), so the message keeps the root cause.
     async fn conn(&self) -> Result<PoolConnection<MySql>> {
-        self.pool()
-            .acquire()
-            .await
-            .map_err(|e| self.db_err("connect", e))
+        match self.pool().acquire().await {
+            Ok(conn) => Ok(conn),
+            Err(sqlx::Error::PoolTimedOut) => {
+                use crate::segment::store::mysql::{probe, Probe};
+                Err(match probe(&self.options).await {
+                    Probe::Failed(e) => self.db_err("connect", e),
+                    other => Error::registry(format!("MySQL {}: connect: {other}", self.shown_url)),
+                })
+            }
+            Err(e) => Err(self.db_err("connect", e)),
+        }
     }
 
     /// For a call that passed [`CALL_TIMEOUT`]: closes `conn` rather than returning it

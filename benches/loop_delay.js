@@ -32,6 +32,7 @@ const unique = (name) => `bench_${name}_${process.pid}_${Date.now()}`;
 const mysqlTarget = () => hostPort(process.env.LEAFID_MYSQL_URL);
 const zkTarget = () => process.env.LEAFID_ZK.split(':');
 const SCENARIOS = {
+  'none (floor: the same workload, no fault)': [mysqlTarget, (port) => segment(port, 'forward')],
   'store blackholed (segment, MySQL)': [mysqlTarget, (port) => segment(port, 'blackhole')],
   'store refused (segment, MySQL)': [mysqlTarget, (port) => segment(port, 'refuse')],
   'registry blackholed (snowflake, mysql)': [mysqlTarget, (port) => snowflake('mysql', port)],
@@ -128,13 +129,13 @@ async function runChild(name) {
     let out = '';
     child.stdout.on('data', (d) => { out += d; });
     const kill = setTimeout(() => child.kill('SIGKILL'), LIMIT_MS);
-    child.on('exit', async () => {
+    child.on('exit', async (code, signal) => {
       clearTimeout(kill);
       await p.close();
       try {
         resolve(JSON.parse(out));
       } catch {
-        resolve({ hung: true });
+        resolve(signal === 'SIGKILL' ? { hung: true } : { exitCode: code });
       }
     });
   });
@@ -161,6 +162,8 @@ async function main() {
     const r = await runChild(scenario);
     if (r.hung) {
       console.log(`| ${scenario} | hung > ${LIMIT_MS} (killed) | – | – | – |`);
+    } else if (r.exitCode !== undefined) {
+      console.log(`| ${scenario} | failed (exit ${r.exitCode}, see stderr) | – | – | – |`);
     } else {
       console.log(`| ${scenario} | ${r.maxMs.toFixed(1)} | ${r.p99Ms.toFixed(1)} | ${r.ok} | ${r.failed} |`);
     }

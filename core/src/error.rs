@@ -296,6 +296,15 @@ impl Error {
         "Io",
     ];
 
+    /// `InvalidUrl` for `url`, with its password hidden in the URL and in the reason
+    /// (which may quote a piece of it). Every `InvalidUrl` is made here.
+    pub(crate) fn invalid_url(url: &str, reason: impl std::fmt::Display) -> Error {
+        Error::InvalidUrl {
+            url: crate::redact::url(url),
+            reason: crate::redact::scrub(&reason.to_string(), url),
+        }
+    }
+
     pub(crate) fn store(e: impl std::fmt::Display) -> Error {
         Error::StoreUnavailable {
             cause: e.to_string(),

@@ -23,16 +23,7 @@ const SECRET_KEYS: &[&str] = &["password", "pass", "pwd", "secret", "token", "au
 
 /// `text` with any password in it replaced by `***`.
 pub fn url(text: &str) -> String {
-    // A scheme is letters, digits, `+`, `-`, `.`: a "://" inside a password is not one.
-    let is_scheme = |s: &str| {
-        s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
-    };
-    let (scheme, rest) = match text.find("://") {
-        Some(i) if is_scheme(&text[..i]) => (&text[..i + 3], &text[i + 3..]),
-        _ => ("", text),
-    };
+    let (scheme, rest) = split_scheme(text);
     let shown = match rest.rfind('@') {
         Some(at) if rest[..at].contains(':') => {
             let user = &rest[..rest.find(':').unwrap_or(0)];
@@ -43,6 +34,89 @@ pub fn url(text: &str) -> String {
         _ => text.to_string(),
     };
     redact_query(&shown)
+}
+
+/// `("scheme://", rest)`, or `("", text)` when `text` has no scheme.
+fn split_scheme(text: &str) -> (&str, &str) {
+    // A scheme is letters, digits, `+`, `-`, `.`: a "://" inside a password is not one.
+    let is_scheme = |s: &str| {
+        s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    };
+    match text.find("://") {
+        Some(i) if is_scheme(&text[..i]) => (&text[..i + 3], &text[i + 3..]),
+        _ => ("", text),
+    }
+}
+
+/// `text` (an error's reason, a driver's message about `url`) with every secret of
+/// `url` replaced by `***`: the user info's password (or a lone token) as written and
+/// percent-decoded, and the values of secret query parameters. For messages that quote
+/// a piece of the URL, where [`url`] cannot see what is a password.
+pub fn scrub(text: &str, url: &str) -> String {
+    let mut out = text.to_string();
+    for secret in secrets(url) {
+        // Short fragments would blank out ordinary words; a 1–2 character password
+        // shows only inside the URL, which is redacted on its own.
+        if secret.chars().count() >= 3 {
+            out = out.replace(&secret, "***");
+        }
+    }
+    out
+}
+
+/// The secrets [`url`] hides, each as written, percent-decoded and escaped as `{:?}`
+/// shows it, longest first (so a
+/// secret containing another is replaced whole).
+fn secrets(text: &str) -> Vec<String> {
+    let (_, rest) = split_scheme(text);
+    let mut found = Vec::new();
+    if let Some(at) = rest.rfind('@') {
+        let info = &rest[..at];
+        match info.find(':') {
+            Some(colon) => {
+                found.push(info[colon + 1..].to_string());
+                // What follows the last `:` too: the password itself when the first
+                // `:` belongs to something else (`fixed:user:pw@`).
+                found.push(info[info.rfind(':').unwrap_or(colon) + 1..].to_string());
+            }
+            None if !info.contains('/') => found.push(info.to_string()),
+            None => {}
+        }
+    }
+    if let Some(q) = text.find('?') {
+        for part in text[q + 1..].split('&') {
+            if let Some((k, v)) = part.split_once('=') {
+                if SECRET_KEYS.contains(&k.to_ascii_lowercase().as_str()) {
+                    found.push(v.to_string());
+                }
+            }
+        }
+    }
+    let decoded: Vec<String> = found
+        .iter()
+        .map(|s| {
+            url::form_urlencoded::parse(format!("x={s}").as_bytes())
+                .next()
+                .map(|(_, v)| v.into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
+    found.extend(decoded);
+    // As `{:?}` shows them, for reasons that quote a piece with escapes.
+    let escaped: Vec<String> = found
+        .iter()
+        .map(|s| {
+            let quoted = format!("{s:?}");
+            quoted[1..quoted.len() - 1].to_string()
+        })
+        .collect();
+    found.extend(escaped);
+    found.retain(|s| !s.is_empty());
+    found.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    found.dedup();
+    found
 }
 
 /// Replaces the values of secret-looking query parameters.
@@ -87,6 +161,46 @@ mod tests {
             url("mysql://h/db?PASSWORD=x&a=b"),
             "mysql://h/db?PASSWORD=***&a=b"
         );
+    }
+
+    #[test]
+    fn scrub_hides_quoted_pieces() {
+        let u = "fixed:user:s3cr%40t@";
+        assert_eq!(
+            scrub("worker id \"user:s3cr%40t@\" is bad", u),
+            "worker id \"***@\" is bad"
+        );
+        let m = "mysql://user:s3cr%40t@h/db";
+        assert_eq!(
+            scrub("access denied for s3cr@t", m),
+            "access denied for ***"
+        );
+        assert_eq!(
+            scrub("bad port in user:s3cr%40t@h", m),
+            "bad port in user:***@h"
+        );
+        assert_eq!(scrub("nothing here", "mysql://h/db"), "nothing here");
+    }
+
+    /// Found by the `urls` fuzz target: a reason that quoted a piece of the URL.
+    #[test]
+    fn invalid_url_reasons_never_quote_the_password() {
+        for u in [
+            "fixed:user:s3cret99@",
+            "fixed:\u{0}user:s3cret99@x://1",
+            "mysql://user:s3cret99@host:notaport/db",
+            "redis://user:s3cret99@h",
+            "zookeeper://user:s3cret99@/leaf?port=1",
+        ] {
+            let errors = [
+                crate::RegistryConfig::parse(u).err(),
+                crate::segment::store::open(u).err(),
+            ];
+            for e in errors.into_iter().flatten() {
+                let shown = format!("{e} {e:?}");
+                assert!(!shown.contains("s3cret99"), "{u}: {shown}");
+            }
+        }
     }
 
     proptest! {

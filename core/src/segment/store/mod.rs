@@ -85,11 +85,10 @@ pub fn open(url: &str) -> Result<Arc<dyn SegmentStore>> {
         "mysql" | "mariadb" => Ok(Arc::new(mysql::MysqlStore::new(url)?)),
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::new(url)?)),
         "memory" => Ok(Arc::new(memory::MemoryStore::new())),
-        _ => Err(Error::InvalidUrl {
-            url: redact(url),
-            reason: "expected mysql://user:pass@host:port/db, sqlite://path/to/file.db or memory:"
-                .into(),
-        }),
+        _ => Err(Error::invalid_url(
+            url,
+            "expected mysql://user:pass@host:port/db, sqlite://path/to/file.db or memory:",
+        )),
     }
 }
 

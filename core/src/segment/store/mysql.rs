@@ -47,11 +47,12 @@ impl MysqlStore {
     /// Parses the URL; connects on first use.
     pub fn new(url: &str) -> Result<MysqlStore> {
         let normalized = url.replacen("mariadb://", "mysql://", 1);
-        let options =
-            MySqlConnectOptions::from_str(&normalized).map_err(|e| Error::InvalidUrl {
-                url: redact(url),
-                reason: format!("{e}; expected mysql://user:password@host:port/database"),
-            })?;
+        let options = MySqlConnectOptions::from_str(&normalized).map_err(|e| {
+            Error::invalid_url(
+                url,
+                format!("{e}; expected mysql://user:password@host:port/database"),
+            )
+        })?;
         Ok(MysqlStore {
             url: url.to_string(),
             options,

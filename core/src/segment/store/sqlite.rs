@@ -62,12 +62,10 @@ impl SqliteStore {
             .unwrap_or("");
         let path = path.split('?').next().unwrap_or("");
         if path.is_empty() || path == ":memory:" {
-            return Err(Error::InvalidUrl {
-                url: url.into(),
-                reason:
-                    "expected sqlite://path/to/file.db (a file shared by the processes of one host)"
-                        .into(),
-            });
+            return Err(Error::invalid_url(
+                url,
+                "expected sqlite://path/to/file.db (a file shared by the processes of one host)",
+            ));
         }
         Ok(SqliteStore::at(path.to_string()))
     }

@@ -136,10 +136,7 @@ impl std::fmt::Debug for RegistryConfig {
 }
 
 fn bad(url: &str, reason: impl std::fmt::Display) -> Error {
-    Error::InvalidUrl {
-        url: redact(url),
-        reason: format!("{reason}; expected one of: {FORMS}"),
-    }
+    Error::invalid_url(url, format!("{reason}; expected one of: {FORMS}"))
 }
 
 /// Drops the password from `scheme://user:pass@host…`. Whatever precedes the last `@`

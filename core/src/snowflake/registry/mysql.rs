@@ -104,9 +104,11 @@ impl MysqlRegistry {
             // Leases and clock readings are compared by the database's clock: UTC always,
             // whatever the URL or the server says, so DST never moves them.
             .map(|o| o.timezone(Some("+00:00".to_string())))
-            .map_err(|e| Error::InvalidUrl {
-                url: crate::redact::url(url),
-                reason: format!("{e}; expected mysql://user:password@host:port/database?port=P"),
+            .map_err(|e| {
+                Error::invalid_url(
+                    url,
+                    format!("{e}; expected mysql://user:password@host:port/database?port=P"),
+                )
             })?;
         Ok(MysqlRegistry {
             shown_url: crate::redact::url(url),

@@ -26,7 +26,7 @@ test('ids start at the tag start and are bigints', async () => {
 
 test('errors carry stable codes', async () => {
   const gen = await leafid.SegmentGenerator.connect(`sqlite://${tmpdir()}/ids.db`);
-  assert.throws(() => gen.nextId('missing'), (e) => e instanceof Error && e.code === 'LEAF_TAG_NOT_FOUND' && /create_tag/.test(e.message));
+  assert.throws(() => gen.nextId('missing'), (e) => e instanceof Error && e.code === 'LEAF_TAG_NOT_FOUND' && /createTag\(/.test(e.message));
   assert.throws(() => gen.nextId(''), { code: 'LEAF_INVALID_TAG' });
   assert.throws(() => gen.tag('x'.repeat(129)), { code: 'LEAF_INVALID_TAG' });
   await gen.createTag('dup');
@@ -41,7 +41,7 @@ test('errors carry stable codes', async () => {
 
 test('a missing MySQL table says how to create it', async () => {
   const base = mysqlUrl().replace(/\/[^/]*$/, '');
-  await assert.rejects(leafid.SegmentGenerator.connect(`${base}/mysql`), (e) => e.code === 'LEAF_TABLE_MISSING' && /create_table/.test(e.message));
+  await assert.rejects(leafid.SegmentGenerator.connect(`${base}/mysql`), (e) => e.code === 'LEAF_TABLE_MISSING' && /createTable\(\)/.test(e.message));
 });
 
 test('refresh picks up a tag created by another generator', async () => {

@@ -6,7 +6,8 @@
 //
 //   source .services/env (or scripts/services.sh)   # LEAFID_MYSQL_URL, LEAFID_ZK
 //   npm install                                     # builds leafid (release)
-//   node benches/loop_delay.js                      # LEAFID_MODULE=dir to measure another build
+//   node benches/loop_delay.js                      # LEAFID_MODULE=dir to measure another build,
+//                                                   # LEAFID_SCENARIO=text to run only matching rows
 //
 // Each scenario runs in its own child process (a hung loop cannot hang the run; past
 // LEAFID_FAULT_LIMIT_MS it is killed and reported as hung); the proxy runs in the parent,
@@ -158,7 +159,8 @@ async function main() {
   console.log(`node ${process.version}, ${os.cpus().length} cores, module ${MODULE} (${commit}), fault ${FAULT_MS} ms + recovery ${RECOVER_MS} ms, nextId every 2 ms\n`);
   console.log('| fault | max loop delay (ms) | p99 (ms) | nextId ok | nextId threw |');
   console.log('|---|---|---|---|---|');
-  for (const scenario of Object.keys(SCENARIOS)) {
+  const only = process.env.LEAFID_SCENARIO || '';
+  for (const scenario of Object.keys(SCENARIOS).filter((name) => name.includes(only))) {
     const r = await runChild(scenario);
     if (r.hung) {
       console.log(`| ${scenario} | hung > ${LIMIT_MS} (killed) | – | – | – |`);

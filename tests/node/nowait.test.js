@@ -26,7 +26,7 @@ function assertIncreasing(ids) {
   assertUnique(assert, ids);
 }
 
-test('a blackholed store: nextId throws LEAF_SEGMENTS_EXHAUSTED at once, nextIdAsync resolves once it is back', async () => {
+test('a blackholed store: nextId throws LEAF_SEGMENTS_EXHAUSTED at once, nextIdAsync resolves once it is back', { timeout: 180_000 }, async () => {
   const mysql = env('LEAFID_MYSQL_URL');
   const proxy = await new Proxy(...hostPort(mysql)).start();
   const gen = await SegmentGenerator.connect(throughProxy(mysql, proxy), { waitTimeoutMs: 120_000 });
@@ -107,7 +107,7 @@ test('a tag inserted by Leaf-style SQL works on the first nextIdAsync', async ()
   }
 });
 
-test('a blackholed zookeeper registry: nextId throws at once with the cause while the loop turns; nextIdAsync resolves once it is back; close() settles', async () => {
+test('a blackholed zookeeper registry: nextId throws at once with the cause while the loop turns; nextIdAsync resolves once it is back; close() settles', { timeout: 180_000 }, async () => {
   const [host, port] = env('LEAFID_ZK').split(':');
   const proxy = await new Proxy(host, port).start();
   const registry = `zookeeper://127.0.0.1:${proxy.port}/${uniqueTag('sfhole')}?port=${20000 + (process.pid % 20000)}`;

@@ -32,6 +32,10 @@ class Proxy {
   }
 
   #accept(client) {
+    if (this.mode === 'closed') {
+      client.destroy();
+      return;
+    }
     const conn = { client, upstream: null };
     this.conns.add(conn);
     const drop = () => {
@@ -78,9 +82,12 @@ class Proxy {
     this.conns.clear();
   }
 
+  /** Stops listening and resets every connection, now and later (never waits on clients). */
   async close() {
+    const listening = this.mode !== 'refuse';
+    this.mode = 'closed';
     this.#dropAll();
-    if (this.mode !== 'refuse') await new Promise((resolve) => this.server.close(resolve));
+    if (listening) this.server.close();
   }
 }
 

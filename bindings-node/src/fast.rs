@@ -332,11 +332,3 @@ pub unsafe fn filled_array(
         array
     }
 }
-
-/// Copies a no-wait batch into the array's memory. (The core's no-wait batch returns a
-/// `Vec`; a `fill`-style no-wait call would save this copy.)
-#[inline]
-pub fn copy(ids: leafid::Result<Vec<i64>>, out: &mut [i64]) -> leafid::Result<()> {
-    out.copy_from_slice(&ids?);
-    Ok(())
-}

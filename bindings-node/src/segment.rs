@@ -330,7 +330,7 @@ unsafe extern "C" fn next_ids_of_tag(
             return std::ptr::null_mut();
         };
         match fast::count_arg(env, argv[1]) {
-            Some(n) => fast::filled_array(env, n, |out| fast::copy(gen.next_ids_now(tag, n), out)),
+            Some(n) => fast::filled_array(env, n, |out| gen.fill_now(tag, out)),
             None => std::ptr::null_mut(),
         }
     }
@@ -346,7 +346,7 @@ unsafe extern "C" fn next_ids_of_handle(
     unsafe {
         let h = fast::state::<TagHandle, 1>(env, info, &mut argv);
         match fast::count_arg(env, argv[0]) {
-            Some(n) => fast::filled_array(env, n, |out| fast::copy(h.next_ids_now(n), out)),
+            Some(n) => fast::filled_array(env, n, |out| h.fill_now(out)),
             None => std::ptr::null_mut(),
         }
     }

@@ -262,7 +262,7 @@ unsafe extern "C" fn next_ids(
     unsafe {
         let g = fast::state::<SnowflakeGenerator, 1>(env, info, &mut argv);
         match fast::count_arg(env, argv[0]) {
-            Some(n) => fast::filled_array(env, n, |out| fast::copy(g.next_ids_now(n), out)),
+            Some(n) => fast::filled_array(env, n, |out| g.fill_now(out)),
             None => std::ptr::null_mut(),
         }
     }

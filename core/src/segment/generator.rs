@@ -205,13 +205,19 @@ impl SegmentGenerator {
     /// `n` ids of `tag` without ever waiting; see [`next_id_now`](Self::next_id_now).
     pub fn next_ids_now(&self, tag: &str, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; crate::limits::batch(n as u64)?];
+        self.fill_now(tag, &mut out)?;
+        Ok(out)
+    }
+
+    /// Fills `out` with ids of `tag` without ever waiting (see
+    /// [`TagHandle::next_id_now`]); for bindings that write into memory they own.
+    pub fn fill_now(&self, tag: &str, out: &mut [i64]) -> Result<()> {
         let tags = self.inner.tags.load();
         let buf = match tags.get(tag) {
             Some(buf) => buf.clone(),
             None => self.inner.find_now(tag)?,
         };
-        buf.fill(&self.inner, &mut out, Duration::ZERO)?;
-        Ok(out)
+        buf.fill(&self.inner, out, Duration::ZERO)
     }
 
     /// The next id of `tag`, waiting without blocking any thread; see
@@ -453,8 +459,13 @@ impl TagHandle {
     /// `n` ids without ever waiting (see [`next_id_now`](Self::next_id_now)).
     pub fn next_ids_now(&self, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; crate::limits::batch(n as u64)?];
-        self.buf.fill(&self.inner, &mut out, Duration::ZERO)?;
+        self.fill_now(&mut out)?;
         Ok(out)
+    }
+
+    /// Fills `out` with ids without ever waiting (see [`next_id_now`](Self::next_id_now)).
+    pub fn fill_now(&self, out: &mut [i64]) -> Result<()> {
+        self.buf.fill(&self.inner, out, Duration::ZERO)
     }
 
     /// The next id, waiting up to the generator's `wait_timeout` for a refill without

@@ -164,7 +164,11 @@ export declare class SegmentGenerator {
    * throws as `nextId` does, and a failed batch hands out none of its ids.
    */
   nextIds(tag: string, n: number): BigInt64Array;
-  /** A handle on `tag`: the fast path (no lookup per call). */
+  /**
+   * A handle on `tag`: the fast path (no lookup per call). Never waits: a tag missing
+   * from the cache throws `LEAF_TAG_NOT_FOUND` while it is looked up in the background
+   * (`nextIdAsync(tag)` waits for that lookup).
+   */
   tag(tag: string): TagHandle;
   /** The tags known since the last refresh, sorted. */
   tags(): string[];

@@ -147,10 +147,23 @@ pub fn strings(v: Unknown<'_>, name: Name) -> Fallible<Vec<String>> {
             kind(v),
         ));
     }
+    // The length first, checked against the core's limit: a conversion to `Vec` would
+    // reserve whatever length the array claims (`new Array(2**32 - 1)` aborted).
+    let mut len = 0u32;
+    // SAFETY: the value is an array (checked above); `len` is a local.
+    unsafe { sys::napi_get_array_length(v.value().env, v.raw(), &mut len) };
+    leafid::limits::tag_count(u64::from(len))
+        .map_err(|e| Failure::out_of_range(crate::error::node_names(&e.to_string())))?;
     // SAFETY: the value is an array (checked above).
-    let items: Vec<Unknown<'_>> =
-        unsafe { v.cast() }.map_err(|e| Failure::Internal(e.to_string()))?;
-    items.into_iter().map(|item| string(item, name)).collect()
+    let array: Object<'_> = unsafe { v.cast() }.map_err(|e| Failure::Internal(e.to_string()))?;
+    (0..len)
+        .map(|i| {
+            let item: Unknown<'_> = array
+                .get_element(i)
+                .map_err(|e| Failure::Internal(e.to_string()))?;
+            string(item, name)
+        })
+        .collect()
 }
 
 /// An options object (or `undefined`: every option at its default).

@@ -121,12 +121,13 @@ impl JsSegmentGenerator {
         })())
     }
 
-    /// A handle on `tag`: the fast path.
+    /// A handle on `tag`: the fast path. Never waits: a tag missing from the cache is
+    /// looked up in the background and this throws `LEAF_TAG_NOT_FOUND` meanwhile.
     #[napi]
     pub fn tag(&self, env: Env, tag: Unknown<'_>) -> Result<fast::Bound<JsTagHandle>> {
         let tag = args::string(tag, Name::Arg("tag")).js(&env)?;
         self.inner
-            .tag(&tag)
+            .tag_now(&tag)
             .map(|inner| fast::Bound(JsTagHandle { inner }))
             .js(&env)
     }

@@ -8,6 +8,7 @@
 //! `leafid/_aio.py`). The runtime's worker threads never wait for the GIL.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -45,11 +46,27 @@ where
     Ok(future)
 }
 
+/// Settles in flight: `_shutdown_logging` (atexit) waits for them before the
+/// interpreter finalizes. A thread still waiting for the GIL when finalization starts
+/// is ended from inside Python and the process aborts (seen: SIGABRT at `sys.exit`
+/// with async calls completing on other threads).
+pub static SETTLING: AtomicUsize = AtomicUsize::new(0);
+
 /// Hands `outcome` to the loop that owns `future` (nothing once the interpreter exits).
 fn settle<T>(event_loop: Py<PyAny>, future: Py<PyAny>, outcome: leafid::Result<T>)
 where
     T: for<'a> IntoPyObject<'a>,
 {
+    // SeqCst, with the flag and the count in `_shutdown_logging`: either it sees this
+    // settle counted and waits for it, or this sees the flag and never takes the GIL.
+    SETTLING.fetch_add(1, Ordering::SeqCst);
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            SETTLING.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+    let _done = Done;
     if crate::logging::exiting() {
         return; // taking the GIL while the interpreter finalizes aborts the process
     }

@@ -164,5 +164,11 @@ pub fn _shutdown_logging(py: Python<'_>) {
         while IN_PYTHON.load(Ordering::SeqCst) == epoch {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        // And for async results being handed to their loops. Bounded: a count copied
+        // into a forked child from a parent's settle in flight never drops here.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while crate::aio::SETTLING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     });
 }

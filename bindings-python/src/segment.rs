@@ -62,7 +62,7 @@ impl PySegmentGenerator {
         double_buffer: bool,
         max_step: i64,
         js_safe: bool,
-        tags: Option<Vec<String>>,
+        tags: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let opts = options(
             wait_timeout,
@@ -71,7 +71,7 @@ impl PySegmentGenerator {
             double_buffer,
             max_step,
             js_safe,
-            tags.unwrap_or_default(),
+            tag_list(tags)?,
         )?;
         let url = url.to_string();
         let inner = wait(
@@ -94,7 +94,7 @@ impl PySegmentGenerator {
         double_buffer: bool,
         max_step: i64,
         js_safe: bool,
-        tags: Option<Vec<String>>,
+        tags: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let opts = options(
             wait_timeout,
@@ -103,7 +103,7 @@ impl PySegmentGenerator {
             double_buffer,
             max_step,
             js_safe,
-            tags.unwrap_or_default(),
+            tag_list(tags)?,
         )?;
         let url = url.to_string();
         awaitable(py, async move {
@@ -355,4 +355,24 @@ impl PyTagStats {
             self.tag, self.step, self.refills, self.next_ready
         )
     }
+}
+
+/// The `tags=` keyword: any iterable of strings, read item by item up to the core's
+/// limit (a conversion to `Vec` would reserve whatever length the object claims:
+/// `__len__` returning 2**40 aborted the process).
+fn tag_list(tags: Option<Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let Some(tags) = tags else {
+        return Ok(Vec::new());
+    };
+    if tags.is_instance_of::<pyo3::types::PyString>() {
+        return Err(pyo3::exceptions::PyTypeError::new_err(
+            "tags must be a list of tag names, not a string",
+        ));
+    }
+    let mut out = Vec::new();
+    for item in tags.try_iter()? {
+        leafid::limits::tag_count(out.len() as u64 + 1).py()?;
+        out.push(item?.extract::<String>()?);
+    }
+    Ok(out)
 }

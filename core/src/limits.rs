@@ -19,6 +19,21 @@ use crate::error::{Error, Result};
 /// in Node the event loop) for a visible time.
 pub const MAX_BATCH: usize = 1 << 20;
 
+/// The most tags [`SegmentOptions::tags`](crate::SegmentOptions::tags) may list (their
+/// first segments load at connect). Bindings check it before reading a list, so a
+/// list that claims a huge length costs nothing.
+pub const MAX_TAGS: usize = 10_000;
+
+/// Checks the length of a tag list (see [`MAX_TAGS`]).
+pub fn tag_count(n: u64) -> Result<usize> {
+    if n > MAX_TAGS as u64 {
+        return Err(Error::InvalidConfig(format!(
+            "{n} tags listed to load at connect; at most {MAX_TAGS}"
+        )));
+    }
+    Ok(n as usize)
+}
+
 /// The duration that stands for "no limit" (a timeout the caller wants never to end).
 /// About 31 years: far beyond any process's life, yet `Instant + NO_LIMIT` cannot overflow.
 pub const NO_LIMIT: Duration = Duration::from_secs(1_000_000_000);

@@ -145,3 +145,23 @@ test('a blackholed zookeeper registry: nextId throws at once with the cause whil
     await proxy.close();
   }
 });
+
+test('tag() never waits: a tag missing from the cache throws LEAF_TAG_NOT_FOUND at once and is usable after the lookup', async () => {
+  // Found by review: tag() used the core's waiting lookup and held the event loop.
+  const dir = tmpdir();
+  const gen = await SegmentGenerator.connect(`sqlite://${dir}/ids.db`);
+  assert.throws(() => gen.tag('nowhere'), { code: 'LEAF_TAG_NOT_FOUND' });
+  const other = await SegmentGenerator.connect(`sqlite://${dir}/ids.db`);
+  await other.createTag('later', { start: 1, step: 10 });
+  await gen.nextIdAsync('later'); // looks it up, waiting off the loop
+  assert.equal(gen.tag('later').tag, 'later');
+  await Promise.all([gen.close(), other.close()]);
+});
+
+test('a tags option that claims a huge length is a RangeError, not an abort', async () => {
+  // Found by review: the array was converted by reserving its length up front.
+  await assert.rejects(
+    SegmentGenerator.connect('memory:', { tags: new Array(2 ** 32 - 1) }),
+    { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' },
+  );
+});

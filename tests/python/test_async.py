@@ -322,3 +322,46 @@ def test_tags_keyword_loads_first_segments_so_a_zero_wait_works_at_once(tmp_path
             return gen.next_id("ready")
 
     assert run(main) > 7
+
+
+def test_exiting_while_async_calls_complete_on_other_threads_exits_cleanly(tmp_path: Path) -> None:
+    # Found by review: a result handed to its loop while the interpreter finalized
+    # aborted the process (SIGABRT, every run); exit now waits for settles in flight.
+    child = textwrap.dedent(
+        """
+        import asyncio, random, sys, threading, time, leafid
+        g = leafid.SegmentGenerator(sys.argv[1])
+        g.create_tag("a", step=100000)
+        def run():
+            async def main():
+                while True:
+                    await asyncio.gather(*[g.next_ids_async("a", 1000) for _ in range(200)])
+            asyncio.run(main())
+        for _ in range(3):
+            threading.Thread(target=run, daemon=True).start()
+        time.sleep(random.uniform(0.05, 0.3))
+        sys.exit(0)
+        """
+    )
+    for k in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", child, f"sqlite://{tmp_path}/exit{k}.db"], capture_output=True, text=True, timeout=HUNG
+        )
+        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
+def test_a_tags_list_that_claims_a_huge_length_is_refused_not_a_crash(tmp_path: Path) -> None:
+    # Found by review: `tags=` was converted by reserving `len()` items up front
+    # (2**40: abort; sys.maxsize: PanicException). It is read item by item now, up to
+    # the core's limit.
+    class Lying:
+        def __len__(self) -> int:
+            return 2**40
+
+        def __iter__(self) -> Any:
+            return iter(["x"] * 20_000)
+
+    with pytest.raises(leafid.InvalidConfig):
+        leafid.SegmentGenerator(f"sqlite://{tmp_path}/ids.db", tags=Lying())
+    with pytest.raises(TypeError):
+        leafid.SegmentGenerator(f"sqlite://{tmp_path}/ids.db", tags="order")

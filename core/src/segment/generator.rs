@@ -866,6 +866,7 @@ impl Drop for Inner {
 
 impl SegmentOptions {
     fn validate(&self) -> Result<()> {
+        crate::limits::tag_count(self.tags.len() as u64)?;
         if self.max_step <= 0 || self.max_step > i32::MAX as i64 {
             return Err(Error::InvalidConfig(format!(
                 "max_step {} out of range; use 1..=2147483647 (Leaf's default is 1000000)",

@@ -36,10 +36,21 @@ if [ -z "${LEAFID_KEEP_SERVICES:-}" ]; then
     trap 'bash scripts/services.sh stop >/dev/null 2>&1 || true' EXIT
 fi
 
+# The core builds with each backend feature alone and with none (`memory:`, `fixed:`,
+# `local:` only), without a warning. Cheap: `cargo check` of one crate.
+rust_features() {
+    local f out
+    for f in "" sqlite mysql zookeeper; do
+        out=$(cargo check -q -p leafid --no-default-features ${f:+--features "$f"} 2>&1) &&
+            ! grep -q '^warning' <<<"$out" || { echo "features [$f]:"; echo "$out"; return 1; }
+    done
+}
+
 # One target directory for cargo, maturin and napi, so the core compiles once.
 export CARGO_TARGET_DIR="$root/target"
 
 stage rust cargo test --workspace --all-targets --no-fail-fast
+stage rust-features rust_features
 stage rust-doc cargo test --workspace --doc
 
 if [ -f pyproject.toml ]; then
@@ -48,6 +59,8 @@ fi
 if [ -f package.json ]; then
     stage node bash scripts/test-node.sh
 fi
+# Every release artifact into dist/, each installed and run without cargo on PATH.
+stage dist bash scripts/dist.sh
 if [ -f tests/cross/run.sh ]; then
     stage cross bash tests/cross/run.sh
 fi

@@ -45,6 +45,9 @@ fn _leafid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(base62::decode_base62, m)?)?;
     m.add_function(wrap_pyfunction!(logging::_shutdown_logging, m)?)?;
     m.add("LEAF_EPOCH_MS", leafid::snowflake::LEAF_EPOCH_MS)?;
+    // The workspace version, which maturin also writes into the wheel's metadata
+    // (`dynamic = ["version"]`), so the two cannot disagree.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     // Lets test_errors.py check that `_errors.py` has a class for every core variant.
     m.add("_ERROR_NAMES", leafid::Error::NAMES.to_vec())?;
     Ok(())

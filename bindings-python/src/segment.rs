@@ -153,7 +153,7 @@ impl PySegmentGenerator {
         self.inner.tags()
     }
 
-    #[pyo3(signature = (tag, start=1, step=1000, description=""))]
+    #[pyo3(signature = (tag, start=1, step=1000, description="", *, exist_ok=false))]
     fn create_tag(
         &self,
         py: Python<'_>,
@@ -161,11 +161,12 @@ impl PySegmentGenerator {
         start: i64,
         step: i64,
         description: &str,
+        exist_ok: bool,
     ) -> PyResult<()> {
-        wait(py, self.create_tag_future(tag, start, step, description))
+        wait(py, self.create_tag_future(tag, start, step, description, exist_ok))
     }
 
-    #[pyo3(signature = (tag, start=1, step=1000, description=""))]
+    #[pyo3(signature = (tag, start=1, step=1000, description="", *, exist_ok=false))]
     fn create_tag_async<'py>(
         &self,
         py: Python<'py>,
@@ -173,8 +174,9 @@ impl PySegmentGenerator {
         start: i64,
         step: i64,
         description: &str,
+        exist_ok: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.create_tag_future(tag, start, step, description))
+        awaitable(py, self.create_tag_future(tag, start, step, description, exist_ok))
     }
 
     fn create_table(&self, py: Python<'_>) -> PyResult<()> {
@@ -249,9 +251,16 @@ impl PySegmentGenerator {
         start: i64,
         step: i64,
         description: &str,
+        exist_ok: bool,
     ) -> impl std::future::Future<Output = leafid::Result<()>> + Send + 'static {
         let (g, tag, description) = (self.inner.clone(), tag.to_string(), description.to_string());
-        async move { g.create_tag(&tag, start, step, &description).await }
+        async move {
+            if exist_ok {
+                g.ensure_tag(&tag, start, step, &description).await.map(drop)
+            } else {
+                g.create_tag(&tag, start, step, &description).await
+            }
+        }
     }
 }
 

@@ -331,6 +331,20 @@ impl Error {
         }
     }
 
+    /// `InvalidUrl` for a URL whose scheme lives behind a Cargo feature this build of
+    /// leafid leaves out: names the feature to enable.
+    #[allow(dead_code)] // unused when every feature is on
+    pub(crate) fn feature_left_out(url: &str, feature: &str) -> Error {
+        Error::invalid_url(
+            url,
+            format_args!(
+                "this build of leafid leaves out the `{feature}` Cargo feature that this scheme \
+                 needs; enable it (leafid = {{ version = \"…\", features = [\"{feature}\"] }}) \
+                 or use another URL"
+            ),
+        )
+    }
+
     pub(crate) fn store(e: impl std::fmt::Display) -> Error {
         Error::StoreUnavailable {
             cause: e.to_string(),

@@ -240,6 +240,24 @@ fn creating_an_existing_tag_is_a_clear_error() {
 }
 
 #[test]
+fn ensure_tag_creates_once_then_accepts_the_existing_tag() {
+    let (_, _, gen) = setup(10);
+    let g = gen.clone();
+    let (first, again) = leafid::runtime::block_on(async move {
+        (
+            g.ensure_tag("invoice", 1, 10, "").await.unwrap(),
+            g.ensure_tag("invoice", 500, 10, "").await.unwrap(),
+        )
+    });
+    assert!(first && !again);
+    // The second call left the tag as it was: ids still start at 1.
+    assert_eq!(gen.next_id("invoice").unwrap(), 1);
+    let g = gen.clone();
+    let bad = leafid::runtime::block_on(async move { g.ensure_tag("bad", 1, 0, "").await });
+    assert!(matches!(bad, Err(Error::InvalidConfig(_))));
+}
+
+#[test]
 fn closed_generator_refuses_calls() {
     let (_, _, gen) = setup(10);
     let h = gen.tag("order").unwrap();

@@ -13,10 +13,7 @@ import leafid
 
 def segment_example(url: str) -> list[int]:
     with leafid.SegmentGenerator(url, create_table=True) as gen:
-        try:
-            gen.create_tag("order", start=1, step=1000, description="order ids")
-        except leafid.TagExists:
-            pass
+        gen.create_tag("order", start=1, step=1000, description="order ids", exist_ok=True)
         order = gen.tag("order")  # a handle: no lookup per call
         first: int = next(order)
         batch: list[int] = gen.next_ids("order", 100)
@@ -37,10 +34,7 @@ def snowflake_example(lock_dir: str) -> int:
 
 async def async_example(url: str, cache_dir: str) -> list[int]:
     async with await leafid.SegmentGenerator.connect(url, tags=["order"]) as gen:
-        try:
-            await gen.create_tag_async("invoice", start=1, step=1000)
-        except leafid.TagExists:
-            pass
+        await gen.create_tag_async("invoice", start=1, step=1000, exist_ok=True)
         order_id: int = await gen.next_id_async("order")
         handle_id: int = await gen.tag("invoice").next_id_async()
     async with await leafid.SnowflakeGenerator.connect(f"local://{cache_dir}/async-workers", cache_dir=cache_dir) as sf:

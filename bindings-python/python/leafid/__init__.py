@@ -56,6 +56,7 @@ from ._leafid import (
     decode_base62,
     encode_base62,
 )
+from ._leafid import __version__ as __version__
 from ._leafid import _shutdown_logging
 from ._leafid import decode as _decode
 

@@ -75,6 +75,9 @@ __all__ = [
     "encode_base62",
 ]
 
+__version__: str
+"""The package's version (`"0.1.0"`), the same as its distribution metadata."""
+
 LEAF_EPOCH_MS: int
 """Leaf's default epoch, 2010-11-04T01:42:54.657Z, in ms since the Unix epoch."""
 
@@ -166,10 +169,22 @@ class SegmentGenerator:
     def tag(self, tag: str) -> TagHandle: ...
     def tags(self) -> list[str]: ...
     def create_tag(
-        self, tag: str, start: int = 1, step: int = 1000, description: str = ""
+        self,
+        tag: str,
+        start: int = 1,
+        step: int = 1000,
+        description: str = "",
+        *,
+        exist_ok: bool = False,
     ) -> None: ...
     def create_tag_async(
-        self, tag: str, start: int = 1, step: int = 1000, description: str = ""
+        self,
+        tag: str,
+        start: int = 1,
+        step: int = 1000,
+        description: str = "",
+        *,
+        exist_ok: bool = False,
     ) -> "asyncio.Future[None]": ...
     def create_table(self) -> None: ...
     def create_table_async(self) -> "asyncio.Future[None]": ...

@@ -378,6 +378,24 @@ impl SegmentGenerator {
         .await
     }
 
+    /// [`create_tag`](Self::create_tag) for code that runs more than once (a start-up
+    /// script, a quick start pasted twice): a tag already in the store is not an error
+    /// and is left as it is (its start and step are not compared). Returns whether this
+    /// call created the tag. The bindings' `exist_ok` / `existOk` options call this.
+    pub async fn ensure_tag(
+        &self,
+        tag: &str,
+        start: i64,
+        step: i64,
+        description: &str,
+    ) -> Result<bool> {
+        match self.create_tag(tag, start, step, description).await {
+            Ok(()) => Ok(true),
+            Err(Error::TagExists { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Creates `leaf_alloc` if it does not exist.
     pub async fn create_table(&self) -> Result<()> {
         let inner = self.inner.clone();

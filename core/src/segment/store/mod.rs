@@ -12,7 +12,9 @@
 //! | `memory:` | [`memory::MemoryStore`], for tests of one process |
 
 pub mod memory;
+#[cfg(feature = "mysql")]
 pub mod mysql;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -89,8 +91,14 @@ pub trait SegmentStore: Send + Sync + std::fmt::Debug {
 pub fn open(url: &str) -> Result<Arc<dyn SegmentStore>> {
     let scheme = url.split_once(':').map(|(s, _)| s).unwrap_or("");
     match scheme {
+        #[cfg(feature = "mysql")]
         "mysql" | "mariadb" => Ok(Arc::new(mysql::MysqlStore::new(url)?)),
+        #[cfg(not(feature = "mysql"))]
+        "mysql" | "mariadb" => Err(Error::feature_left_out(url, "mysql")),
+        #[cfg(feature = "sqlite")]
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::new(url)?)),
+        #[cfg(not(feature = "sqlite"))]
+        "sqlite" => Err(Error::feature_left_out(url, "sqlite")),
         "memory" => Ok(Arc::new(memory::MemoryStore::new())),
         _ => Err(Error::invalid_url(
             url,
@@ -170,10 +178,12 @@ pub fn redact(url: &str) -> String {
 }
 
 /// Maps a database error to what the user sees.
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
 pub(crate) fn db_error(e: sqlx::Error) -> Error {
     if let sqlx::Error::Database(db) = &e {
         let msg = db.message();
         // Configuration, not an outage: retrying cannot help, so say what to fix.
+        #[cfg(feature = "mysql")]
         if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
             match my.number() {
                 // ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR

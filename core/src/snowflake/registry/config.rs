@@ -8,14 +8,15 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-
+#[cfg(feature = "zookeeper")]
 use std::time::Duration;
 
 use super::zk_client as zk;
-use super::{
-    FixedRegistry, LocalRegistry, MysqlRegistry, WorkerRegistry, ZookeeperRecycleRegistry,
-    ZookeeperRegistry,
-};
+#[cfg(feature = "mysql")]
+use super::MysqlRegistry;
+use super::{FixedRegistry, LocalRegistry, WorkerRegistry};
+#[cfg(feature = "zookeeper")]
+use super::{ZookeeperRecycleRegistry, ZookeeperRegistry};
 use crate::error::{Error, Result};
 
 const FORMS: &str = "fixed:7 | local:///var/lib/leafid/workers | \
@@ -479,6 +480,7 @@ impl RegistryConfig {
         match self {
             RegistryConfig::Fixed(id) => Ok(Arc::new(FixedRegistry::new(*id))),
             RegistryConfig::Local { dir } => Ok(Arc::new(LocalRegistry::new(dir.clone()))),
+            #[cfg(feature = "zookeeper")]
             RegistryConfig::Zookeeper {
                 connect,
                 name,
@@ -494,9 +496,17 @@ impl RegistryConfig {
                 Duration::from_millis(*session_timeout_ms as u64),
                 Duration::from_millis(*connect_timeout_ms as u64),
             ))),
+            #[cfg(feature = "mysql")]
             RegistryConfig::Mysql { url, ip, port } => {
                 Ok(Arc::new(MysqlRegistry::new(url, ip.clone(), port.clone())?))
             }
+            #[cfg(not(feature = "mysql"))]
+            RegistryConfig::Mysql { url, .. } => Err(Error::feature_left_out(url, "mysql")),
+            #[cfg(not(feature = "zookeeper"))]
+            RegistryConfig::Zookeeper { .. } | RegistryConfig::ZookeeperRecycle { .. } => Err(
+                Error::feature_left_out(&format!("{}://", self.scheme()), "zookeeper"),
+            ),
+            #[cfg(feature = "zookeeper")]
             RegistryConfig::ZookeeperRecycle {
                 connect,
                 name,

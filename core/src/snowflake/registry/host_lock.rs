@@ -272,6 +272,17 @@ fn read_holder(file: &mut File) -> Option<Holder> {
     serde_json::from_slice(&buf).ok()
 }
 
+/// Whether process `pid` on this host is alive (`kill(pid, 0)`; EPERM means alive).
+#[cfg(any(feature = "mysql", feature = "zookeeper"))] // the registries that record a holder's pid
+pub(crate) fn pid_alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

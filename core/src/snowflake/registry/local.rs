@@ -67,7 +67,7 @@ impl LocalRegistry {
     }
 
     fn try_take(&self, max_worker_id: u32) -> Result<Lease> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        std::fs::create_dir_all(&self.dir).map_err(|e| not_creatable(&self.dir, e))?;
         refuse_network_fs(&self.dir)?;
         let now = super::system_now_ms();
         // The free id with the lowest floor, in case every free id's floor is ahead.
@@ -186,5 +186,44 @@ impl WorkerRegistry for LocalRegistry {
 
     fn describe(&self) -> String {
         format!("local-{}", self.dir.display())
+    }
+}
+
+/// The error for a lock directory this process may not create: the README's
+/// `/var/lib/leafid/workers` is a root path, so a plain user meets this first and
+/// needs to be told which directory to pass instead.
+fn not_creatable(dir: &std::path::Path, e: std::io::Error) -> Error {
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return Error::io(dir, e);
+    }
+    let mine = super::default_cache_dir().join("workers");
+    Error::InvalidConfig(format!(
+        "cannot create the worker-id lock directory {} ({e}); pass one this user may write, \
+         the same for every process of the host that shares worker ids, e.g. local://{}, \
+         or create it for this user: sudo install -d -o \"$(id -un)\" {}",
+        dir.display(),
+        mine.display(),
+        dir.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_the_user_may_not_create_names_one_to_pass() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = not_creatable(std::path::Path::new("/var/lib/leafid/workers"), denied);
+        let Error::InvalidConfig(msg) = e else {
+            panic!("{e:?}")
+        };
+        let mine = super::super::default_cache_dir().join("workers");
+        assert!(msg.contains(&format!("local://{}", mine.display())), "{msg}");
+        let other = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert!(matches!(
+            not_creatable(std::path::Path::new("/x"), other),
+            Error::Io { .. }
+        ));
     }
 }

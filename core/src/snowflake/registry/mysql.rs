@@ -352,7 +352,7 @@ impl MysqlRegistry {
         let holder: Option<Holder> = serde_json::from_str(&info).ok();
         // A holder of this host that has died (SIGKILL, crash): its lease is stale now.
         if let Some(h) = &holder {
-            if h.host == host_name() && !super::zookeeper::pid_alive(h.pid) && !token.is_empty() {
+            if h.host == host_name() && !super::host_lock::pid_alive(h.pid) && !token.is_empty() {
                 let stolen = sqlx::query(
                     "UPDATE leafid_worker_lease SET holder = ?, holder_info = ?, \
                      expires_at = NOW(3) + INTERVAL ? MICROSECOND WHERE worker_id = ? AND holder = ?",

@@ -75,16 +75,6 @@ struct LiveRecord {
     since_ms: i64,
 }
 
-/// Whether process `pid` on this host is alive (`kill(pid, 0)`; EPERM means alive).
-pub(crate) fn pid_alive(pid: u32) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
-        return false;
-    };
-    // SAFETY: signal 0 only checks that the process exists and may be signalled.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
 /// The data of a forever node, field for field as Java Leaf's `Endpoint`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Endpoint {
@@ -300,7 +290,7 @@ impl ZookeeperRegistry {
             // A holder of this host that has died: its node goes within the session timeout.
             let dead_here = other
                 .as_ref()
-                .is_some_and(|r| r.host == super::host_lock::host_name() && !pid_alive(r.pid));
+                .is_some_and(|r| r.host == super::host_lock::host_name() && !super::host_lock::pid_alive(r.pid));
             if !dead_here || tokio::time::Instant::now() >= give_up {
                 return Err(self.in_use(None, holder));
             }

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Builds every release artifact of leafid into dist/, then proves each installs and runs
+# without Rust:
+#   leafid-V-cp39-abi3-manylinux2014_x86_64.whl  one wheel for CPython 3.9+, glibc 2.17+
+#   leafid-V.tar.gz                               the sdist (builds with maturin)
+#   leafid-V.crate                                the Rust crate, as `cargo publish` sends it
+# The wheel is installed into a fresh venv for every CPython >= 3.9 in /usr/bin, with no
+# `cargo` on PATH and no index (so nothing can be compiled or fetched), and the Python
+# quick start of bindings-python/README.md (the README PyPI shows) runs from it twice.
+#
+#   scripts/dist.sh                  # into dist/
+#   LEAFID_DIST_DIR=/tmp/d ...       # elsewhere
+#
+# TODO(npm): the npm tarballs (`leafid` and `leafid-linux-x64-gnu`, napi-rs layout), and
+# their install in a fresh project (require, import, tsc --strict) with cargo off PATH.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+dist=${LEAFID_DIST_DIR:-$root/dist}
+rm -rf "$dist"
+mkdir -p "$dist"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+
+# maturin and zig from PyPI, in a venv of their own kept between runs. zig is the linker
+# that lets this machine's glibc build a wheel for glibc 2.17 (manylinux2014); the tag
+# and stripping come from [tool.maturin] in pyproject.toml.
+tools=$root/.venv-dist
+[ -x "$tools/bin/maturin" ] || python3 -m venv "$tools"
+"$tools/bin/pip" install -q 'maturin>=1.13,<2' 'ziglang>=0.13'
+PATH="$tools/bin:$PATH" maturin build --release --zig --out "$dist"
+PATH="$tools/bin:$PATH" maturin sdist --out "$dist"
+# --allow-dirty: a working copy with uncommitted changes packages too (a clean clone
+# has none). The package is verified: it is built from the extracted .crate.
+cargo package -p leafid --allow-dirty
+cp "$CARGO_TARGET_DIR/package/leafid-$(cargo pkgid -p leafid | sed 's/.*[@#]//').crate" "$dist/"
+
+wheel=$(ls "$dist"/leafid-*-manylinux*.whl)
+case $wheel in
+*-cp39-abi3-manylinux2014_x86_64*.whl) ;;
+*) echo "unexpected wheel tag: $wheel" >&2; exit 1 ;;
+esac
+
+# PATH without any directory holding cargo or rustc: the install must not compile.
+nocargo=$(tr ':' '\n' <<<"$PATH" | while read -r d; do
+    [ -n "$d" ] && [ ! -e "$d/cargo" ] && [ ! -e "$d/rustc" ] && printf '%s:' "$d"
+done)
+nocargo=${nocargo%:}
+
+# The README's first python block, run as pasted, twice (create_tag(…, exist_ok=True)).
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+awk '/^```python/{on=1; next} /^```/{if (on) exit} on' bindings-python/README.md >"$work/quickstart.py"
+
+tried=0
+for py in /usr/bin/python3.[0-9]*; do
+    [[ $py =~ /python3\.[0-9]+$ ]] || continue
+    "$py" -c 'import sys; sys.exit(sys.version_info < (3, 9))' || continue
+    v=${py##*/}
+    env=$work/venv-$v
+    "$py" -m venv "$env"
+    start=$EPOCHREALTIME
+    PATH=$nocargo "$env/bin/pip" install -q --no-index "$wheel"
+    secs=$(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $start }")
+    (
+        cd "$work" && mkdir -p "run-$v" && cd "run-$v"
+        for run in 1 2; do
+            PATH=$nocargo "$env/bin/python" ../quickstart.py >/dev/null
+        done
+        PATH=$nocargo "$env/bin/python" -c 'import leafid; print(leafid.__version__)' >/dev/null
+    )
+    echo "dist: $v: wheel installed in ${secs} s without cargo; quick start ran twice"
+    tried=$((tried + 1))
+done
+[ "$tried" -gt 0 ] || { echo "no CPython >= 3.9 in /usr/bin" >&2; exit 1; }
+
+ls -l "$dist"

@@ -15,9 +15,9 @@ pub fn cache(stats: &[TagStats]) -> String {
     for s in stats {
         let [a, b] = s.segments;
         // Infallible: writing to a String.
-        let _ = write!(
+        let _ = writeln!(
             rows,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&s.tag),
             s.initialized,
             s.next_ready,
@@ -43,9 +43,9 @@ pub fn cache(stats: &[TagStats]) -> String {
 pub fn db(rows: &[TagRow]) -> String {
     let mut body = String::new();
     for r in rows {
-        let _ = write!(
+        let _ = writeln!(
             body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(&r.tag),
             r.max_id,
             r.step,

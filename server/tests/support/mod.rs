@@ -88,6 +88,7 @@ impl Server {
                 }
                 Err(_) => {
                     let _ = child.kill();
+                    let _ = child.wait();
                     panic!("leafid serve did not start; its log:\n{}", seen.join("\n"));
                 }
             }

@@ -42,7 +42,37 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
+        .layer(axum::middleware::from_fn(whitelabel_for_browsers))
         .with_state(state)
+}
+
+/// Spring Boot answers a browser (`Accept: text/html`) with its Whitelabel HTML page
+/// instead of the JSON error body; so do we, from the JSON the handler made.
+async fn whitelabel_for_browsers(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let wants_html = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/html"));
+    let resp = next.run(req).await;
+    let is_json_error = resp.status().is_client_error() || resp.status().is_server_error();
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if !(wants_html && is_json_error && is_json) {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    // Error bodies are a few hundred bytes; the limit only guards the conversion.
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        return parts.status.into_response();
+    };
+    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    (parts.status, html(pages::whitelabel(&json))).into_response()
 }
 
 /// The query of the id endpoints: `?count=N` asks for N ids, one per line.

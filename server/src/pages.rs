@@ -128,6 +128,23 @@ pub fn spring_error(
     Value::Object(map)
 }
 
+/// Spring Boot's Whitelabel error page, from the JSON error body of [`spring_error`].
+pub fn whitelabel(error: &Value) -> String {
+    let text = |k: &str| match &error[k] {
+        Value::String(s) => escape(s),
+        other => escape(&other.to_string()),
+    };
+    let when = chrono::Local::now().format("%a %b %d %H:%M:%S %Z %Y");
+    format!(
+        "<html><body><h1>Whitelabel Error Page</h1><p>This application has no explicit mapping for /error, \
+         so you are seeing this as a fallback.</p><div id='created'>{when}</div>\
+         <div>There was an unexpected error (type={}, status={}).</div><div>{}</div></body></html>",
+        text("error"),
+        text("status"),
+        text("message")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

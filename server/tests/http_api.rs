@@ -51,6 +51,21 @@ fn unknown_key_gets_leafs_minus_two_as_http_500() {
 }
 
 #[test]
+fn browsers_get_springs_whitelabel_page_instead_of_json() {
+    let server = Server::start(&["--url", &mysql_url()]);
+    let url = format!("{}/api/segment/get/{}", server.base, fresh("srv_browser"));
+    let (status, ctype, body) = support::get_accepting(&url, "text/html,application/xhtml+xml");
+    assert_eq!(status, 500);
+    assert!(ctype.starts_with("text/html"), "{ctype}");
+    assert!(body.contains("Whitelabel Error Page"), "{body}");
+    assert!(
+        body.contains("type=Internal Server Error, status=500"),
+        "{body}"
+    );
+    assert!(body.contains("Result{id=-2, status=EXCEPTION}"), "{body}");
+}
+
+#[test]
 fn empty_key_is_a_404_as_in_leaf() {
     let server = Server::start(&["--url", &mysql_url()]);
     for path in ["/api/segment/get/", "/api/snowflake/get/", "/no/such/page"] {

@@ -124,12 +124,18 @@ impl Drop for Server {
 /// A plain HTTP GET, as services call Leaf: (status, content type, body). Error
 /// statuses are answers, not failures.
 pub fn get(url: &str) -> (u16, String, String) {
+    get_accepting(url, "*/*")
+}
+
+/// [`get`] with an `Accept` header (a browser sends `text/html,…`).
+pub fn get_accepting(url: &str, accept: &str) -> (u16, String, String) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
         .into();
     let mut resp = agent
         .get(url)
+        .header("Accept", accept)
         .call()
         .unwrap_or_else(|e| panic!("GET {url}: {e}"));
     let status = resp.status().as_u16();

@@ -284,3 +284,47 @@ fn bad_leaf_properties_name_the_key_and_the_form() {
         "{err}"
     );
 }
+
+#[test]
+fn a_tag_created_after_start_is_served_at_its_first_request() {
+    let server = Server::start(&["--url", &mysql_url()]);
+    let tag = fresh("srv_late");
+    create_tag(&tag, 100);
+    // Not in the server's cache yet: the handler awaits the store lookup instead of -2.
+    let (status, _, body) = server.get(&format!("/api/segment/get/{tag}"));
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.parse::<i64>().unwrap() > 100,
+        "after the creator's first segment: {body}"
+    );
+}
+
+#[test]
+fn odd_requests_get_answers_and_the_server_keeps_serving() {
+    let tag = fresh("srv_odd");
+    create_tag(&tag, 100);
+    let server = Server::start(&["--url", &mysql_url(), "--snowflake", "fixed:955"]);
+    let long = "k".repeat(10_000);
+    let cases: &[(&str, u16)] = &[
+        ("/api/segment/get/%FF%FE", 400),           // not UTF-8
+        (&format!("/api/segment/get/{long}"), 500), // longer than biz_tag's 128: -2
+        ("/api/segment/get/%20", 500),
+        ("/api/segment/get/a%2Fb", 500),
+        ("/api/segment/get/x?count=99999999999999999999999", 400),
+        ("/api/snowflake/get/x?count=0", 400),
+        ("/decodeSnowflakeId?snowflakeId=-1", 200),
+        ("/decodeSnowflakeId?snowflakeId=99999999999999999999", 200),
+    ];
+    for (path, expected) in cases {
+        let (status, _, body) = server.get(path);
+        assert_eq!(status, *expected, "{path}: {body}");
+    }
+    let (status, _, body) = server.get(&format!("/api/segment/get/{long}"));
+    assert_eq!(
+        leaf_error(&body)["message"],
+        "Result{id=-2, status=EXCEPTION}",
+        "{status}"
+    );
+    assert_eq!(server.get(&format!("/api/segment/get/{tag}")).0, 200);
+    assert!(server.stop(), "clean exit after odd requests");
+}

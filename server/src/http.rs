@@ -10,7 +10,8 @@ use std::collections::HashMap;
 use std::fmt::Write;
 use std::sync::Arc;
 
-use axum::extract::{OriginalUri, Path, Query, State};
+use axum::extract::{FromRequestParts, OriginalUri, Path, Query, State};
+use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
@@ -42,37 +43,42 @@ pub fn router(state: AppState) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
-        .layer(axum::middleware::from_fn(whitelabel_for_browsers))
         .with_state(state)
 }
 
-/// Spring Boot answers a browser (`Accept: text/html`) with its Whitelabel HTML page
-/// instead of the JSON error body; so do we, from the JSON the handler made.
-async fn whitelabel_for_browsers(
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let wants_html = req
-        .headers()
-        .get(header::ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/html"));
-    let resp = next.run(req).await;
-    let is_json_error = resp.status().is_client_error() || resp.status().is_server_error();
-    let is_json = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if !(wants_html && is_json_error && is_json) {
-        return resp;
+/// Whether the caller is a browser (`Accept: text/html`): Spring Boot answers those
+/// with its Whitelabel HTML page instead of the JSON error body. Reads one header, so
+/// the success path pays nothing more.
+struct Browser(bool);
+
+impl<S: Send + Sync> FromRequestParts<S> for Browser {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let html = parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"));
+        Ok(Browser(html))
     }
-    let (parts, body) = resp.into_parts();
-    // Error bodies are a few hundred bytes; the limit only guards the conversion.
-    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
-        return parts.status.into_response();
-    };
-    let json: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-    (parts.status, html(pages::whitelabel(&json))).into_response()
+}
+
+/// Spring Boot's error answer: its JSON body, or the Whitelabel page for a browser.
+fn spring_failure(
+    status: StatusCode,
+    exception: Option<&str>,
+    message: &str,
+    path: &str,
+    browser: Browser,
+) -> Response {
+    let error = status.canonical_reason().unwrap_or("Error");
+    let body = pages::spring_error(status.as_u16(), error, exception, message, path);
+    if browser.0 {
+        (status, html(pages::whitelabel(&body))).into_response()
+    } else {
+        (status, Json(body)).into_response()
+    }
 }
 
 /// The query of the id endpoints: `?count=N` asks for N ids, one per line.
@@ -83,6 +89,7 @@ async fn segment_get(
     Path(key): Path<String>,
     Query(params): Params,
     OriginalUri(uri): OriginalUri,
+    browser: Browser,
 ) -> Response {
     let count = match batch_size(&params) {
         Ok(count) => count,
@@ -100,7 +107,14 @@ async fn segment_get(
             s.metrics.segment_issued(&key, ids.len() as u64);
             ids_body(&ids)
         }
-        Err(e) => leaf_failure(&s.metrics, "segment", segment_code(&e), &e, uri.path()),
+        Err(e) => leaf_failure(
+            &s.metrics,
+            "segment",
+            segment_code(&e),
+            &e,
+            uri.path(),
+            browser,
+        ),
     }
 }
 
@@ -130,6 +144,7 @@ async fn snowflake_get(
     Path(_key): Path<String>,
     Query(params): Params,
     OriginalUri(uri): OriginalUri,
+    browser: Browser,
 ) -> Response {
     let count = match batch_size(&params) {
         Ok(count) => count,
@@ -152,7 +167,14 @@ async fn snowflake_get(
                 .snowflake_issued(gen.worker_id(), ids.len() as u64);
             ids_body(&ids)
         }
-        Err(e) => leaf_failure(&s.metrics, "snowflake", snowflake_code(&e), &e, uri.path()),
+        Err(e) => leaf_failure(
+            &s.metrics,
+            "snowflake",
+            snowflake_code(&e),
+            &e,
+            uri.path(),
+            browser,
+        ),
     }
 }
 
@@ -215,7 +237,7 @@ fn snowflake_code(e: &Error) -> i64 {
     }
 }
 
-/// Leaf's failure: HTTP 500 with Spring Boot's JSON error body whose message is
+/// Leaf's failure: HTTP 500 with Spring Boot's error body whose message is
 /// `Result{id=-N, status=EXCEPTION}`.
 fn leaf_failure(
     metrics: &Metrics,
@@ -223,76 +245,81 @@ fn leaf_failure(
     code: i64,
     e: &Error,
     path: &str,
+    browser: Browser,
 ) -> Response {
     metrics.error(mode, code, e.name());
     tracing::debug!(mode, code, error = %e, path, "id request failed");
-    let body = pages::spring_error(
-        500,
-        "Internal Server Error",
+    spring_failure(
+        StatusCode::INTERNAL_SERVER_ERROR,
         Some("com.sankuai.inf.leaf.server.exception.LeafServerException"),
         &format!("Result{{id={code}, status=EXCEPTION}}"),
         path,
-    );
-    (StatusCode::INTERNAL_SERVER_ERROR, Json(body)).into_response()
+        browser,
+    )
 }
 
 /// Leaf's answer on a monitor page when segment mode is off: a 500 from
 /// `IllegalArgumentException`.
-fn segment_disabled(path: &str) -> Response {
-    let body = pages::spring_error(
-        500,
-        "Internal Server Error",
+fn segment_disabled(path: &str, browser: Browser) -> Response {
+    spring_failure(
+        StatusCode::INTERNAL_SERVER_ERROR,
         Some("java.lang.IllegalArgumentException"),
         "You should config leaf.segment.enable=true first",
         path,
-    );
-    (StatusCode::INTERNAL_SERVER_ERROR, Json(body)).into_response()
+        browser,
+    )
 }
 
 fn html(body: String) -> Response {
     ([(header::CONTENT_TYPE, "text/html;charset=UTF-8")], body).into_response()
 }
 
-async fn cache(State(s): State<AppState>, OriginalUri(uri): OriginalUri) -> Response {
+async fn cache(
+    State(s): State<AppState>,
+    OriginalUri(uri): OriginalUri,
+    browser: Browser,
+) -> Response {
     match &s.segment {
         Some(gen) => html(pages::cache(&gen.stats())),
-        None => segment_disabled(uri.path()),
+        None => segment_disabled(uri.path(), browser),
     }
 }
 
-async fn db(State(s): State<AppState>, OriginalUri(uri): OriginalUri) -> Response {
+async fn db(
+    State(s): State<AppState>,
+    OriginalUri(uri): OriginalUri,
+    browser: Browser,
+) -> Response {
     let Some(gen) = &s.segment else {
-        return segment_disabled(uri.path());
+        return segment_disabled(uri.path(), browser);
     };
     match gen.rows().await {
         Ok(rows) => html(pages::db(&rows)),
-        Err(e) => {
-            let body = pages::spring_error(
-                500,
-                "Internal Server Error",
-                None,
-                &e.to_string(),
-                uri.path(),
-            );
-            (StatusCode::INTERNAL_SERVER_ERROR, Json(body)).into_response()
-        }
+        Err(e) => spring_failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            &e.to_string(),
+            uri.path(),
+            browser,
+        ),
     }
 }
 
-async fn decode(Query(params): Params, OriginalUri(uri): OriginalUri) -> Response {
+async fn decode(
+    Query(params): Params,
+    OriginalUri(uri): OriginalUri,
+    browser: Browser,
+) -> Response {
     match params.get("snowflakeId") {
         Some(raw) => Json(pages::decode(raw)).into_response(),
         // Spring's answer to a missing required @RequestParam.
-        None => {
-            let body = pages::spring_error(
-                400,
-                "Bad Request",
-                Some("org.springframework.web.bind.MissingServletRequestParameterException"),
-                "Required String parameter 'snowflakeId' is not present",
-                uri.path(),
-            );
-            (StatusCode::BAD_REQUEST, Json(body)).into_response()
-        }
+        None => spring_failure(
+            StatusCode::BAD_REQUEST,
+            Some("org.springframework.web.bind.MissingServletRequestParameterException"),
+            "Required String parameter 'snowflakeId' is not present",
+            uri.path(),
+            browser,
+        ),
     }
 }
 
@@ -321,7 +348,12 @@ async fn metrics(State(s): State<AppState>) -> Response {
 
 /// Spring Boot's 404 for paths it does not map (an empty key, `/api/segment/get/`, lands
 /// here, as in Leaf).
-async fn not_found(OriginalUri(uri): OriginalUri) -> Response {
-    let body = pages::spring_error(404, "Not Found", None, "No message available", uri.path());
-    (StatusCode::NOT_FOUND, Json(body)).into_response()
+async fn not_found(OriginalUri(uri): OriginalUri, browser: Browser) -> Response {
+    spring_failure(
+        StatusCode::NOT_FOUND,
+        None,
+        "No message available",
+        uri.path(),
+        browser,
+    )
 }

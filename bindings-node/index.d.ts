@@ -3,9 +3,20 @@
 // - Ids are always `bigint` (64-bit, never a lossy `number`). `JSON.stringify` throws on
 //   a bigint, so every `nextId` has a `nextIdString` twin giving the decimal form: send
 //   that in JSON, parse it back with `BigInt(s)`.
-// - `connect`, the admin calls and `close` return Promises and run on libuv's thread
-//   pool; `nextId`/`nextIds` are synchronous and never wait on I/O (except a segment
-//   generator whose two segments are both spent: it waits up to `waitTimeoutMs`).
+// - Synchronous calls (`nextId`, `nextIds`, `nextIdString`, `tag`, …) never wait on I/O:
+//   when no id is at hand (both segments spent and the refill not back, first segment
+//   not loaded yet, the registry needed first) they throw at once, a segment generator
+//   with `LEAF_SEGMENTS_EXHAUSTED`, a snowflake generator with the cause's code.
+// - `connect`, the `…Async` twins (`nextIdAsync`, `nextIdsAsync`), the admin calls and
+//   `close` return Promises. Their work runs on the core's own threads (never on the
+//   event loop, never on libuv's thread pool, which your `fs`/`dns` work needs); the
+//   Promise settles on the event loop when it is done. The `…Async` twins wait up to
+//   `waitTimeoutMs` for a refill.
+// - Arguments are checked as Node's built-in modules check them, nothing is coerced:
+//   the wrong type is a `TypeError` with `code: 'ERR_INVALID_ARG_TYPE'`, unusable
+//   content a `TypeError` `ERR_INVALID_ARG_VALUE`, a number out of range, NaN, or not an
+//   integer where one is needed a `RangeError` `ERR_OUT_OF_RANGE` (see `ArgumentError`).
+//   Synchronous calls throw it, Promise-returning ones reject with it.
 // - `nextId`, `nextIds` and `nextIdString` are own, bound functions of each generator
 //   and handle (the fast path): `const next = handle.nextId; next()` works.
 // - Generators cannot cross `worker_threads` (they are native objects): connect one per
@@ -17,12 +28,23 @@
 /**
  * An error of leafid: a plain `Error` whose `message` is the core's message (what
  * happened, then what to do) and whose `code` is stable across releases. Calls throw
- * it; Promises reject with it. A wrong argument type is a `TypeError` with Node's
- * `ERR_INVALID_ARG_TYPE` instead.
+ * it; Promises reject with it. A bad argument is an `ArgumentError` instead. Messages
+ * name methods and options as Node spells them (`createTag`, `waitTimeoutMs`).
  */
 export interface LeafError extends Error {
   /** e.g. `LEAF_TAG_NOT_FOUND`, `LEAF_STORE_UNAVAILABLE`, `LEAF_CLOCK_MOVED_BACKWARDS`. */
   code: LeafErrorCode;
+}
+
+/**
+ * Node's own error for a bad argument, as its built-in modules throw them: a `TypeError`
+ * (`ERR_INVALID_ARG_TYPE`: the wrong type; `ERR_INVALID_ARG_VALUE`: the right type,
+ * unusable content) or a `RangeError` (`ERR_OUT_OF_RANGE`: a number out of range, NaN,
+ * infinite or not an integer; `ERR_CRYPTO_INVALID_KEYLEN`: an `IdCipher` key).
+ */
+export interface ArgumentError extends Error {
+  name: 'TypeError' | 'RangeError';
+  code: 'ERR_INVALID_ARG_TYPE' | 'ERR_INVALID_ARG_VALUE' | 'ERR_OUT_OF_RANGE' | 'ERR_CRYPTO_INVALID_KEYLEN';
 }
 
 /** Every code a leafid error can carry (one per core error). */
@@ -50,7 +72,10 @@ export type LeafErrorCode =
 
 /** Options of `SegmentGenerator.connect`; defaults are Leaf's. */
 export interface SegmentOptions {
-  /** How long `nextId` waits for a refill when both segments are spent (1000). */
+  /**
+   * How long `nextIdAsync` waits for a refill when both segments are spent (1000; a
+   * non-negative number, `Infinity` for no limit). `nextId` never waits.
+   */
   waitTimeoutMs?: number;
   /** How often the tag list is reloaded from the table (60000). */
   refreshIntervalMs?: number;
@@ -65,14 +90,19 @@ export interface SegmentOptions {
    * (JSON). Once a tag reaches 2^53 its calls throw `LEAF_INVALID_CONFIG`.
    */
   jsSafe?: boolean;
+  /**
+   * Tags whose first segments are loaded before `connect` resolves, so the first
+   * `nextId` on them succeeds without waiting.
+   */
+  tags?: string[];
 }
 
 /** Options of `createTag`. */
 export interface CreateTagOptions {
-  /** The first id (1). */
-  start?: number;
-  /** Ids per segment (1000). */
-  step?: number;
+  /** The first id (1): a safe integer or a bigint. */
+  start?: number | bigint;
+  /** Ids per segment (1000): a safe integer or a bigint. */
+  step?: number | bigint;
   /** Free text (""). */
   description?: string;
 }
@@ -105,18 +135,27 @@ export declare class SegmentGenerator {
   private constructor();
   /**
    * Connects to `mysql://user:pass@host:port/db`, `sqlite://path` or `memory:` and loads
-   * the tag list, off the event loop. Rejects with `LEAF_INVALID_URL` before any I/O,
+   * the tag list (and the first segments of `options.tags`), off the event loop. Rejects with `LEAF_INVALID_URL` before any I/O,
    * `LEAF_STORE_UNAVAILABLE` when the database cannot be reached, `LEAF_TABLE_MISSING`
    * when `leaf_alloc` is absent and `createTable` is not set.
    */
   static connect(url: string, options?: SegmentOptions): Promise<SegmentGenerator>;
   /**
-   * The next id of `tag`: a hash lookup and an atomic add. Throws `LEAF_TAG_NOT_FOUND`
-   * for a tag not in the table at the last refresh, `LEAF_INVALID_TAG` for an empty or
-   * over-long one, `LEAF_SEGMENTS_EXHAUSTED` when no refill arrived in time,
-   * `LEAF_CLOSED` after `close()`.
+   * The next id of `tag`: a hash lookup and an atomic add; never waits. Throws
+   * `LEAF_TAG_NOT_FOUND` for a tag not in the table at the last refresh (`nextIdAsync`
+   * looks it up in the store), `LEAF_INVALID_TAG` for an empty or over-long one,
+   * `LEAF_SEGMENTS_EXHAUSTED` at once when no id is at hand (a refill is then under
+   * way: retry, or use `nextIdAsync`), `LEAF_CLOSED` after `close()`.
    */
   nextId(tag: string): bigint;
+  /**
+   * The next id of `tag`, waiting off the event loop up to `waitTimeoutMs` for a refill
+   * (a tag created elsewhere since the last refresh is looked up in the store first).
+   * Rejects as `nextId` throws.
+   */
+  nextIdAsync(tag: string): Promise<bigint>;
+  /** `n` ids of `tag` (0 ≤ n ≤ 2^20), waiting as `nextIdAsync` does. */
+  nextIdsAsync(tag: string, n: number): Promise<BigInt64Array>;
   /** The next id of `tag` as a decimal string (for JSON). */
   nextIdString(tag: string): string;
   /**
@@ -158,6 +197,10 @@ export declare class TagHandle {
   nextIdString(): string;
   /** `n` ids (0 ≤ n ≤ 2^20), as `SegmentGenerator.nextIds`. */
   nextIds(n: number): BigInt64Array;
+  /** The next id, waiting off the event loop up to `waitTimeoutMs` for a refill. */
+  nextIdAsync(): Promise<bigint>;
+  /** `n` ids (0 ≤ n ≤ 2^20), waiting as `nextIdAsync` does. */
+  nextIdsAsync(n: number): Promise<BigInt64Array>;
 }
 
 /** How the 63 bits of an id are split, and the epoch. */
@@ -219,9 +262,15 @@ export declare class SnowflakeGenerator {
    * `maxBackwardMs`, `LEAF_TIMESTAMP_OVERFLOW` past the layout's range, `LEAF_LEASE_LOST`
    * when the registry took the worker id away, `LEAF_CLOCK_SKEW` when a heartbeat found
    * the local clock more than `maxSkewMs` off the registry's (issuing resumes once they
-   * agree), `LEAF_CLOSED` after `close()`.
+   * agree), `LEAF_CLOSED` after `close()`. Never waits on I/O: when the registry is
+   * needed first (a late heartbeat, a lost lease) it throws at once with the cause's code
+   * while the work goes on in the background.
    */
   nextId(): bigint;
+  /** The next id, waiting off the event loop when the registry is needed first. */
+  nextIdAsync(): Promise<bigint>;
+  /** `n` ids (0 ≤ n ≤ 2^20), waiting as `nextIdAsync` does. */
+  nextIdsAsync(n: number): Promise<BigInt64Array>;
   /** The next id as a decimal string (for JSON). */
   nextIdString(): string;
   /**
@@ -235,10 +284,13 @@ export declare class SnowflakeGenerator {
   readonly layout: Layout;
   /**
    * Persists the last timestamp issued, releases the worker id (another process may
-   * take it afterwards) and stops the heartbeat, off the event loop. Once the Promise
-   * settles every call throws `LEAF_CLOSED`. Idempotent.
+   * take it afterwards) and stops the heartbeat, off the event loop, waiting at most the
+   * core's bound (3 s, `DEFAULT_CLOSE_WAIT`). Resolves with `true` when the worker id was
+   * released in time, `false` when the registry did not answer within the bound (the
+   * release goes on in the background; failing that, the lease expires on the
+   * registry's side). Once it settles every call throws `LEAF_CLOSED`. Idempotent.
    */
-  close(): Promise<void>;
+  close(): Promise<boolean>;
 }
 
 /** An id split into its parts. */
@@ -248,7 +300,11 @@ export interface DecodedId {
   sequence: number;
 }
 
-/** Splits an id into timestamp, worker id and sequence (Leaf's layout by default). */
+/**
+ * Splits an id into timestamp, worker id and sequence (Leaf's layout by default). A
+ * non-bigint id is a `TypeError`, a negative id or one past 2^63-1 a `RangeError`, a
+ * layout whose bits the core refuses a `TypeError` (`ERR_INVALID_ARG_VALUE`).
+ */
 export declare function decode(id: bigint, layout?: Layout): DecodedId;
 /** Leaf's layout: 41 + 10 + 12 bits, epoch 1288834974657. */
 export declare function leafLayout(): Layout;

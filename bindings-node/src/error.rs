@@ -1,44 +1,18 @@
-//! `leafid::Error` → a JS `Error` whose `message` is the core's message and whose
-//! `code` is the core's stable code (`LEAF_TAG_NOT_FOUND`, …). The one place errors
-//! are mapped.
+//! Every failure the binding reports, and the one place it becomes a JS error.
 //!
-//! napi 3's `Error<S>` is generic over its status type and throws `S` as the JS
-//! `code`, so a status that is the core's code gives synchronous calls the right
-//! `code` with no extra property write. A Promise rejection goes through
-//! `Task::resolve`, which only returns `Error<Status>`: it gets the same object,
-//! built from the same coded error and handed over as a JS value.
+//! A core error (`leafid::Error`) becomes a plain `Error` whose `message` is the core's
+//! message, with the core's method and option names respelled as Node spells them
+//! (`create_tag` → `createTag`, `wait_timeout` → `waitTimeoutMs`), and whose `code` is
+//! the core's stable code (`LEAF_TAG_NOT_FOUND`, …). A bad argument becomes Node's own
+//! error, as its built-in modules throw them: a `TypeError` with `ERR_INVALID_ARG_TYPE`
+//! or `ERR_INVALID_ARG_VALUE`, a `RangeError` with `ERR_OUT_OF_RANGE`.
+//! Synchronous calls throw it; Promises reject with the same object.
+
+use std::ffi::CString;
+use std::ptr;
 
 use napi::bindgen_prelude::*;
-
-/// The status type of every error the binding throws: the core's `Error::code()`.
-#[derive(Debug, Clone, Copy)]
-pub struct LeafCode(&'static str);
-
-impl AsRef<str> for LeafCode {
-    fn as_ref(&self) -> &str {
-        self.0
-    }
-}
-
-/// The coded napi error for a core error.
-pub fn coded(e: leafid::Error) -> Error<LeafCode> {
-    Error::new(LeafCode(e.code()), e.to_string())
-}
-
-/// The same error as a JS object, for a Promise rejection.
-pub fn rejection(env: &Env, e: leafid::Error) -> Error {
-    let message = e.to_string();
-    // SAFETY: `env` is the live environment of the current (JS) thread, which is
-    // where `Task::resolve` runs.
-    let raw = unsafe { JsError::from(coded(e)).into_value(env.raw()) };
-    if raw.is_null() {
-        // The environment is tearing down (a worker exiting): nobody can observe
-        // the rejection, a plain error is as good.
-        return Error::new(Status::GenericFailure, message);
-    }
-    // SAFETY: `raw` was just created in `env`.
-    Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
-}
+use napi::sys;
 
 /// Node's own error for a bad argument, as its built-in modules throw them.
 #[derive(Debug, Clone, Copy)]
@@ -53,51 +27,224 @@ pub enum NodeError {
     InvalidKeyLength,
 }
 
-/// Throws `kind` with `message` and returns the error napi must not throw again
-/// (its status is `PendingException`, so napi leaves the thrown one in place).
-pub fn node_error(env: &Env, kind: NodeError, message: &str) -> Error {
-    // SAFETY: `env` is the live environment of the current call.
-    if unsafe { throw_node_error(env.raw(), kind, message) } {
-        Error::new(Status::PendingException, message.to_string())
-    } else {
-        // Nothing was thrown (the environment is tearing down): let napi try.
-        Error::new(Status::GenericFailure, message.to_string())
+/// Why a call failed, before it becomes a JS value.
+#[derive(Debug)]
+pub enum Failure {
+    /// An error of the core, with its code.
+    Leaf(leafid::Error),
+    /// A bad argument, found by the binding's conversion.
+    Node(NodeError, String),
+    /// Something that cannot happen (a core task panicked): a plain `Error`.
+    Internal(String),
+}
+
+/// A result whose error is a [`Failure`].
+pub type Fallible<T> = std::result::Result<T, Failure>;
+
+impl From<leafid::Error> for Failure {
+    fn from(e: leafid::Error) -> Self {
+        Failure::Leaf(e)
     }
 }
 
-/// Throws `kind` with `message` from a raw callback; false if it could not.
+/// How the core's names read in Node. Conversion only: each core name the core's
+/// messages mention (methods, options) and the name a Node user knows it by. The
+/// longer names come first so `next_id_async` is not read as `next_id` + `_async`
+/// (matching is per whole identifier anyway).
+const NODE_NAMES: &[(&str, &str)] = &[
+    ("create_tag", "createTag"),
+    ("create_table", "createTable"),
+    ("next_id_async", "nextIdAsync"),
+    ("next_ids_async", "nextIdsAsync"),
+    ("next_id_now", "nextId"),
+    ("next_ids_now", "nextIds"),
+    ("next_id", "nextId"),
+    ("next_ids", "nextIds"),
+    ("next_id_string", "nextIdString"),
+    ("close_within", "close"),
+    ("close_async", "close"),
+    ("wait_timeout", "waitTimeoutMs"),
+    ("refresh_interval", "refreshIntervalMs"),
+    ("double_buffer", "doubleBuffer"),
+    ("max_step", "maxStep"),
+    ("js_safe", "jsSafe"),
+    ("registry_url", "registry"),
+    ("cache_dir", "cacheDir"),
+    ("max_backward", "maxBackwardMs"),
+    ("startup_wait", "startupWaitMs"),
+    ("max_skew", "maxSkewMs"),
+    ("timestamp_bits", "timestampBits"),
+    ("worker_bits", "workerBits"),
+    ("sequence_bits", "sequenceBits"),
+    ("epoch_ms", "epochMs"),
+];
+
+/// `message` with every core name of [`NODE_NAMES`] (as a whole identifier) respelled.
+pub fn node_names(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        let node = NODE_NAMES.iter().find(|(core, _)| *core == word.as_str());
+        out.push_str(node.map_or(word.as_str(), |(_, js)| js));
+        word.clear();
+    };
+    for c in message.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+impl Failure {
+    /// `TypeError` `ERR_INVALID_ARG_TYPE`: `what` (`The "tag" argument`) is not `expected`.
+    pub fn arg_type(what: &str, expected: &str, got: ValueType) -> Self {
+        let got = match got {
+            ValueType::Undefined => "undefined",
+            ValueType::Null => "null",
+            ValueType::Boolean => "type boolean",
+            ValueType::Number => "type number",
+            ValueType::String => "type string",
+            ValueType::Symbol => "type symbol",
+            ValueType::Object => "an instance of Object",
+            ValueType::Function => "type function",
+            ValueType::External => "an external value",
+            ValueType::BigInt => "type bigint",
+            _ => "an unknown value",
+        };
+        Failure::Node(
+            NodeError::InvalidArgType,
+            format!("{what} must be {expected}. Received {got}"),
+        )
+    }
+
+    /// `RangeError` `ERR_OUT_OF_RANGE`.
+    pub fn out_of_range(message: String) -> Self {
+        Failure::Node(NodeError::OutOfRange, message)
+    }
+
+    /// The JS error object (null if the environment is tearing down).
+    ///
+    /// # Safety
+    /// `env` must be the live environment of the current (JS) thread.
+    pub unsafe fn into_value(self, env: sys::napi_env) -> sys::napi_value {
+        let (kind, code, message) = match self {
+            Failure::Leaf(e) => (None, e.code(), node_names(&e.to_string())),
+            Failure::Node(kind, message) => {
+                let code = match kind {
+                    NodeError::InvalidArgType => "ERR_INVALID_ARG_TYPE",
+                    NodeError::InvalidArgValue => "ERR_INVALID_ARG_VALUE",
+                    NodeError::OutOfRange => "ERR_OUT_OF_RANGE",
+                    NodeError::InvalidKeyLength => "ERR_CRYPTO_INVALID_KEYLEN",
+                };
+                (Some(kind), code, message)
+            }
+            Failure::Internal(message) => (None, "", message),
+        };
+        // SAFETY: a live env (the caller's promise); out-pointers are locals and the
+        // strings are created (copied) by Node before they drop.
+        unsafe {
+            let (mut code_js, mut msg_js, mut error) =
+                (ptr::null_mut(), ptr::null_mut(), ptr::null_mut());
+            // Messages hold no NUL; one that did would lose it, not the error.
+            let text = CString::new(message.replace('\0', "")).unwrap_or_default();
+            let len = text.as_bytes().len() as isize;
+            sys::napi_create_string_utf8(env, text.as_ptr(), len, &mut msg_js);
+            if !code.is_empty() {
+                sys::napi_create_string_utf8(
+                    env,
+                    code.as_ptr().cast(),
+                    code.len() as isize,
+                    &mut code_js,
+                );
+            }
+            match kind {
+                Some(NodeError::InvalidArgType | NodeError::InvalidArgValue) => {
+                    sys::napi_create_type_error(env, code_js, msg_js, &mut error)
+                }
+                Some(NodeError::OutOfRange | NodeError::InvalidKeyLength) => {
+                    sys::napi_create_range_error(env, code_js, msg_js, &mut error)
+                }
+                None => sys::napi_create_error(env, code_js, msg_js, &mut error),
+            };
+            error
+        }
+    }
+
+    /// Throws the error from a raw callback (a pending exception for its caller).
+    ///
+    /// # Safety
+    /// `env` must be the current callback's env.
+    pub unsafe fn throw_raw(self, env: sys::napi_env) {
+        // SAFETY: the callback's env.
+        unsafe {
+            let error = self.into_value(env);
+            if !error.is_null() {
+                sys::napi_throw(env, error);
+            }
+        }
+    }
+
+    /// The error as napi's `Error`, holding the JS object: napi throws (or rejects
+    /// with) that very object.
+    pub fn into_napi(self, env: &Env) -> Error {
+        let fallback = Error::new(Status::GenericFailure, format!("{self:?}"));
+        // SAFETY: `env` is the live environment of the current call.
+        let raw = unsafe { self.into_value(env.raw()) };
+        if raw.is_null() {
+            // The environment is tearing down: nobody can observe the error.
+            return fallback;
+        }
+        // SAFETY: `raw` was just created in `env`.
+        Error::from(unsafe { Unknown::from_raw_unchecked(env.raw(), raw) })
+    }
+}
+
+/// Node's `kind` of error with `message`, as napi's `Error` (see [`Failure::into_napi`]).
+pub fn node_error(env: &Env, kind: NodeError, message: &str) -> Error {
+    Failure::Node(kind, message.to_string()).into_napi(env)
+}
+
+/// Throws Node's `kind` of error with `message` from a raw callback.
 ///
 /// # Safety
 /// `env` must be the current callback's env.
-pub unsafe fn throw_node_error(env: napi::sys::napi_env, kind: NodeError, message: &str) -> bool {
-    let (range, code): (bool, &std::ffi::CStr) = match kind {
-        NodeError::InvalidArgType => (false, c"ERR_INVALID_ARG_TYPE"),
-        NodeError::InvalidArgValue => (false, c"ERR_INVALID_ARG_VALUE"),
-        NodeError::OutOfRange => (true, c"ERR_OUT_OF_RANGE"),
-        NodeError::InvalidKeyLength => (true, c"ERR_CRYPTO_INVALID_KEYLEN"),
-    };
-    // Core messages hold no NUL; one that did would lose its tail, not the error.
-    let msg = std::ffi::CString::new(message.replace('\0', "")).unwrap_or_default();
-    // SAFETY: both strings are NUL-terminated and outlive the call.
-    let status = unsafe {
-        if range {
-            napi::sys::napi_throw_range_error(env, code.as_ptr(), msg.as_ptr())
-        } else {
-            napi::sys::napi_throw_type_error(env, code.as_ptr(), msg.as_ptr())
-        }
-    };
-    status == napi::sys::Status::napi_ok
+pub unsafe fn throw_node_error(env: sys::napi_env, kind: NodeError, message: &str) {
+    // SAFETY: the caller's promise.
+    unsafe { Failure::Node(kind, message.to_string()).throw_raw(env) }
 }
 
-/// `leafid::Result<T>` → `napi::Result<T, LeafCode>`.
+/// `Result<T, Failure>` → napi's result, for `#[napi]` methods.
 pub trait IntoJs<T> {
-    /// Maps the error side with [`coded`]; napi throws it with `code` set.
-    fn js(self) -> Result<T, LeafCode>;
+    /// Maps the error side with [`Failure::into_napi`].
+    fn js(self, env: &Env) -> Result<T>;
 }
 
-impl<T> IntoJs<T> for leafid::Result<T> {
+impl<T, E: Into<Failure>> IntoJs<T> for std::result::Result<T, E> {
     #[inline]
-    fn js(self) -> Result<T, LeafCode> {
-        self.map_err(coded)
+    fn js(self, env: &Env) -> Result<T> {
+        self.map_err(|e| e.into().into_napi(env))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::node_names;
+
+    #[test]
+    fn respells_whole_core_names_only() {
+        assert_eq!(
+            node_names("create it with create_tag(\"a\", …) or insert into leaf_alloc"),
+            "create it with createTag(\"a\", …) or insert into leaf_alloc"
+        );
+        assert_eq!(
+            node_names("raise wait_timeout; call next_id_async or refresh()"),
+            "raise waitTimeoutMs; call nextIdAsync or refresh()"
+        );
+        assert_eq!(node_names("max_id and biz_tag"), "max_id and biz_tag");
     }
 }

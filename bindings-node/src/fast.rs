@@ -9,13 +9,19 @@
 //! handle reaches JS, a clone of the core object goes into the `data` of a fresh
 //! function, set as the instance's own `nextId`. A call reads `data` (no lookup),
 //! calls the core and creates the bigint. The clone is dropped when the function is
-//! collected. Errors go through [`crate::error::coded`] like every other call.
+//! collected. Errors go through [`crate::error::Failure`] like every other call.
+//!
+//! The bound functions call the core's `_now` functions: they never wait on I/O, so the
+//! event loop never stalls behind a database or a registry (issue 12).
 
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 
 use napi::bindgen_prelude::*;
 use napi::sys;
+
+use crate::args;
+use crate::error::Failure;
 
 /// A raw callback's return value; null when it threw.
 pub type Raw = sys::napi_value;
@@ -161,7 +167,7 @@ pub unsafe fn bigint(env: sys::napi_env, id: leafid::Result<i64>) -> Raw {
         }
         Err(e) => {
             // SAFETY: as above; throwing leaves the exception pending for the caller.
-            unsafe { JsError::from(crate::error::coded(e)).throw_into(env) };
+            unsafe { Failure::Leaf(e).throw_raw(env) };
             ptr::null_mut()
         }
     }
@@ -208,7 +214,7 @@ pub unsafe fn decimal(env: sys::napi_env, id: leafid::Result<i64>) -> Raw {
         }
         Err(e) => {
             // SAFETY: as above; throwing leaves the exception pending for the caller.
-            unsafe { JsError::from(crate::error::coded(e)).throw_into(env) };
+            unsafe { Failure::Leaf(e).throw_raw(env) };
             ptr::null_mut()
         }
     }
@@ -239,8 +245,11 @@ pub unsafe fn str_arg<'b>(
         )
     };
     if status != sys::Status::napi_ok {
-        // SAFETY: the callback's env.
-        unsafe { throw_type_error(env, c"ERR_INVALID_ARG_TYPE", c"the tag must be a string") };
+        // SAFETY: the callback's env and value.
+        unsafe {
+            let got = args::kind(args::raw(env, value));
+            Failure::arg_type("The \"tag\" argument", "of type string", got).throw_raw(env)
+        };
         return None;
     }
     if len + 1 < buf.len() {
@@ -266,37 +275,21 @@ pub unsafe fn str_arg<'b>(
     Some(spill.as_str())
 }
 
-/// The most ids one `nextIds` call hands out: the core's limit for every language.
-const MAX_BATCH: i64 = leafid::limits::MAX_BATCH as i64;
-// The RangeError's message below is a literal; it must follow the core's limit.
-const _: () = assert!(MAX_BATCH == 1 << 20);
-
-/// Reads the id count of `nextIds`: a number in `0..=2^20` (`leafid::limits::MAX_BATCH`).
-/// Throws a `TypeError` for a non-number and a `RangeError` out of range, and returns
-/// `None`.
+/// Reads the id count of `nextIds` (see [`args::count`]); throws and returns `None` if
+/// it is not an integer number in `0..=leafid::limits::MAX_BATCH`.
 ///
 /// # Safety
 /// `env` and `value` must belong to the current callback.
 pub unsafe fn count_arg(env: sys::napi_env, value: sys::napi_value) -> Option<usize> {
-    let mut n = 0i64;
-    // SAFETY: a Node-API call on the callback's values; `n` is a local.
-    if unsafe { sys::napi_get_value_int64(env, value, &mut n) } != sys::Status::napi_ok {
-        // SAFETY: the callback's env.
-        unsafe { throw_type_error(env, c"ERR_INVALID_ARG_TYPE", c"the count must be a number") };
-        return None;
+    // SAFETY: the callback's env and value.
+    match args::count(unsafe { args::raw(env, value) }, args::Name::Arg("n")) {
+        Ok(n) => Some(n),
+        Err(f) => {
+            // SAFETY: the callback's env.
+            unsafe { f.throw_raw(env) };
+            None
+        }
     }
-    if !(0..=MAX_BATCH).contains(&n) {
-        // SAFETY: both strings are NUL-terminated.
-        unsafe {
-            sys::napi_throw_range_error(
-                env,
-                c"ERR_OUT_OF_RANGE".as_ptr(),
-                c"the count must be between 0 and 2^20 (1048576); ask in several batches".as_ptr(),
-            )
-        };
-        return None;
-    }
-    Some(n as usize)
 }
 
 /// A `BigInt64Array` of `n` ids written in place by `fill` into memory V8 allocates:
@@ -325,7 +318,7 @@ pub unsafe fn filled_array(
             std::slice::from_raw_parts_mut(data.cast::<i64>(), n)
         };
         if let Err(e) = fill(out) {
-            JsError::from(crate::error::coded(e)).throw_into(env);
+            Failure::Leaf(e).throw_raw(env);
             return ptr::null_mut();
         }
         sys::napi_create_typedarray(
@@ -338,11 +331,4 @@ pub unsafe fn filled_array(
         );
         array
     }
-}
-
-/// # Safety
-/// `env` must be the current callback's env.
-unsafe fn throw_type_error(env: sys::napi_env, code: &CStr, msg: &CStr) {
-    // SAFETY: both strings are NUL-terminated and outlive the call.
-    unsafe { sys::napi_throw_type_error(env, code.as_ptr(), msg.as_ptr()) };
 }

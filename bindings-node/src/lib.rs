@@ -2,15 +2,17 @@
 //! module: `segment.rs` wraps `leafid::segment`, `snowflake.rs` wraps
 //! `leafid::snowflake`, `error.rs` maps `leafid::Error` to JS errors with a `code`;
 //! `cipher.rs` wraps `leafid::cipher` and `leafid::base62`;
-//! `task.rs` runs blocking calls on libuv's pool and `fast.rs` is the hand-written
-//! glue of the `nextId` methods.
+//! `args.rs` reads arguments as Node's built-in modules do, `promise.rs` settles
+//! Promises from the core's runtime and `fast.rs` is the hand-written glue of the
+//! `nextId` methods.
 
 // napi registers exports only outside `cfg(test)`; the test build sees them unused.
 #![cfg_attr(test, allow(dead_code))]
 
+mod args;
 mod cipher;
 mod error;
 mod fast;
+mod promise;
 mod segment;
 mod snowflake;
-mod task;

@@ -1,67 +1,51 @@
 //! `SegmentGenerator`, `TagHandle`: wrap `leafid::segment`.
+//!
+//! Synchronous calls never wait on I/O (the core's `_now` functions); the `…Async`
+//! twins, `connect`, the admin calls and `close` return Promises settled from the
+//! core's runtime (see [`crate::promise`]).
 
 use leafid::{SegmentGenerator, SegmentOptions, TagHandle};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::{IntoJs, LeafCode};
+use crate::args::{self, Name};
+use crate::error::{Fallible, IntoJs};
 use crate::fast;
-use crate::task::{blocking, Blocking};
+use crate::promise::{pending, Pending};
 
-/// Options of `SegmentGenerator.connect`; defaults are Leaf's.
-#[napi(object)]
-#[derive(Default)]
-pub struct SegmentOptionsJs {
-    /// How long `nextId` waits for a refill when both segments are spent (1000 ms).
-    pub wait_timeout_ms: Option<f64>,
-    /// How often the tag list is reloaded (60 000 ms).
-    pub refresh_interval_ms: Option<f64>,
-    /// Create `leaf_alloc` if missing (false; SQLite always does).
-    pub create_table: Option<bool>,
-    /// Preload the next segment at 10% (true).
-    pub double_buffer: Option<bool>,
-    /// Largest step the dynamic step grows to (1 000 000).
-    pub max_step: Option<i64>,
-    /// Never issue an id at or above 2^53 (false): ids stay exact as JS numbers.
-    pub js_safe: Option<bool>,
+/// The core's options from `SegmentGenerator.connect`'s options object (defaults are
+/// the core's, Leaf's).
+fn segment_options(options: Unknown<'_>) -> Fallible<SegmentOptions> {
+    let o = args::options(options, "options")?;
+    let d = SegmentOptions::default();
+    Ok(SegmentOptions {
+        wait_timeout: o
+            .get("waitTimeoutMs", args::millis)?
+            .unwrap_or(d.wait_timeout),
+        refresh_interval: o
+            .get("refreshIntervalMs", args::millis)?
+            .unwrap_or(d.refresh_interval),
+        create_table: o
+            .get("createTable", args::boolean)?
+            .unwrap_or(d.create_table),
+        double_buffer: o
+            .get("doubleBuffer", args::boolean)?
+            .unwrap_or(d.double_buffer),
+        max_step: o.get("maxStep", args::int64)?.unwrap_or(d.max_step),
+        js_safe: o.get("jsSafe", args::boolean)?.unwrap_or(d.js_safe),
+        tags: o.get("tags", args::strings)?.unwrap_or(d.tags),
+        clock: d.clock,
+    })
 }
 
-impl SegmentOptionsJs {
-    /// The core's options; numbers converted by the core (no silent coercion of -1, NaN
-    /// or Infinity), each option's bound checked by the core.
-    fn core(self) -> leafid::Result<SegmentOptions> {
-        use leafid::limits::millis;
-        let o = self;
-        let d = SegmentOptions::default();
-        Ok(SegmentOptions {
-            wait_timeout: match o.wait_timeout_ms {
-                Some(ms) => millis("waitTimeoutMs", ms)?,
-                None => d.wait_timeout,
-            },
-            refresh_interval: match o.refresh_interval_ms {
-                Some(ms) => millis("refreshIntervalMs", ms)?,
-                None => d.refresh_interval,
-            },
-            create_table: o.create_table.unwrap_or(d.create_table),
-            double_buffer: o.double_buffer.unwrap_or(d.double_buffer),
-            max_step: o.max_step.unwrap_or(d.max_step),
-            js_safe: o.js_safe.unwrap_or(d.js_safe),
-            tags: d.tags,
-            clock: d.clock,
-        })
-    }
-}
-
-/// Options of `createTag`.
-#[napi(object)]
-#[derive(Default)]
-pub struct CreateTagOptions {
-    /// The first id (1).
-    pub start: Option<i64>,
-    /// Ids per segment (1000).
-    pub step: Option<i64>,
-    /// Free text ("").
-    pub description: Option<String>,
+/// `createTag`'s options: start (1), step (1000), description ("").
+fn create_tag_options(options: Unknown<'_>) -> Fallible<(i64, i64, String)> {
+    let o = args::options(options, "options")?;
+    Ok((
+        o.get("start", args::int64)?.unwrap_or(1),
+        o.get("step", args::int64)?.unwrap_or(1000),
+        o.get("description", args::string)?.unwrap_or_default(),
+    ))
 }
 
 /// One segment: ids `value..max` remain.
@@ -96,32 +80,55 @@ pub struct JsSegmentGenerator {
 
 #[napi]
 impl JsSegmentGenerator {
-    /// Connects to `mysql://…`, `sqlite://path` or `memory:` off the event loop.
-    #[napi(ts_return_type = "Promise<SegmentGenerator>")]
+    /// Connects to `mysql://…`, `sqlite://path` or `memory:` on the core's runtime;
+    /// with `tags`, resolves once those tags' first segments are loaded.
+    #[napi]
     pub fn connect(
-        url: String,
-        options: Option<SegmentOptionsJs>,
-    ) -> AsyncTask<Blocking<fast::Bound<JsSegmentGenerator>>> {
-        let opts = options.unwrap_or_default().core();
-        blocking(move || {
-            SegmentGenerator::connect_blocking(&url, opts?)
-                .map(|inner| fast::Bound(JsSegmentGenerator { inner }))
-        })
+        url: Unknown<'_>,
+        options: Unknown<'_>,
+    ) -> Pending<fast::Bound<JsSegmentGenerator>> {
+        pending((|| {
+            let url = args::string(url, Name::Arg("url"))?;
+            let opts = segment_options(options)?;
+            Ok(async move {
+                SegmentGenerator::connect(&url, opts)
+                    .await
+                    .map(|inner| fast::Bound(JsSegmentGenerator { inner }))
+            })
+        })())
     }
 
-    /// The next id of `tag` as a decimal string (for JSON).
+    /// The next id of `tag`, waiting (off the event loop) up to `waitTimeoutMs` for a
+    /// refill, and looking the tag up in the store if it is not known yet.
     #[napi]
-    pub fn next_id_string(&self, tag: String) -> Result<String, LeafCode> {
-        self.inner.next_id(&tag).map(|id| id.to_string()).js()
+    pub fn next_id_async(&self, tag: Unknown<'_>) -> Pending<BigInt> {
+        let gen = self.inner.clone();
+        pending(args::string(tag, Name::Arg("tag")).map(|tag| {
+            let id = gen.next_id_async(&tag);
+            async move { id.await.map(BigInt::from) }
+        }))
+    }
+
+    /// `n` ids of `tag`, waiting as `nextIdAsync` does.
+    #[napi]
+    pub fn next_ids_async(&self, tag: Unknown<'_>, n: Unknown<'_>) -> Pending<BigInt64Array> {
+        let gen = self.inner.clone();
+        pending((|| {
+            let tag = args::string(tag, Name::Arg("tag"))?;
+            let n = args::count(n, Name::Arg("n"))?;
+            let ids = gen.next_ids_async(&tag, n);
+            Ok(async move { ids.await.map(BigInt64Array::new) })
+        })())
     }
 
     /// A handle on `tag`: the fast path.
     #[napi]
-    pub fn tag(&self, tag: String) -> Result<fast::Bound<JsTagHandle>, LeafCode> {
+    pub fn tag(&self, env: Env, tag: Unknown<'_>) -> Result<fast::Bound<JsTagHandle>> {
+        let tag = args::string(tag, Name::Arg("tag")).js(&env)?;
         self.inner
             .tag(&tag)
             .map(|inner| fast::Bound(JsTagHandle { inner }))
-            .js()
+            .js(&env)
     }
 
     /// The tags known since the last refresh, sorted.
@@ -131,38 +138,28 @@ impl JsSegmentGenerator {
     }
 
     /// Inserts a tag and makes it usable at once.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn create_tag(
-        &self,
-        tag: String,
-        options: Option<CreateTagOptions>,
-    ) -> AsyncTask<Blocking<()>> {
+    #[napi]
+    pub fn create_tag(&self, tag: Unknown<'_>, options: Unknown<'_>) -> Pending<()> {
         let g = self.inner.clone();
-        let o = options.unwrap_or_default();
-        let (start, step, description) = (
-            o.start.unwrap_or(1),
-            o.step.unwrap_or(1000),
-            o.description.unwrap_or_default(),
-        );
-        blocking(move || {
-            leafid::runtime::block_on(
-                async move { g.create_tag(&tag, start, step, &description).await },
-            )
-        })
+        pending((|| {
+            let tag = args::string(tag, Name::Arg("tag"))?;
+            let (start, step, description) = create_tag_options(options)?;
+            Ok(async move { g.create_tag(&tag, start, step, &description).await })
+        })())
     }
 
     /// Creates `leaf_alloc` if missing.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn create_table(&self) -> AsyncTask<Blocking<()>> {
+    #[napi]
+    pub fn create_table(&self) -> Pending<()> {
         let g = self.inner.clone();
-        blocking(move || leafid::runtime::block_on(async move { g.create_table().await }))
+        pending(Ok(async move { g.create_table().await }))
     }
 
     /// Reloads the tag list now.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn refresh(&self) -> AsyncTask<Blocking<()>> {
+    #[napi]
+    pub fn refresh(&self) -> Pending<()> {
         let g = self.inner.clone();
-        blocking(move || leafid::runtime::block_on(async move { g.refresh().await }))
+        pending(Ok(async move { g.refresh().await }))
     }
 
     /// Per-tag state.
@@ -194,15 +191,14 @@ impl JsSegmentGenerator {
             .collect()
     }
 
-    /// Stops background work, off the event loop; later calls throw `LEAF_CLOSED`.
-    /// Idempotent.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn close(&self) -> AsyncTask<Blocking<()>> {
+    /// Stops background work; later calls throw `LEAF_CLOSED`. Idempotent.
+    #[napi]
+    pub fn close(&self) -> Pending<()> {
         let g = self.inner.clone();
-        blocking(move || {
+        pending(Ok(async move {
             g.close();
-            Ok(())
-        })
+            Ok::<_, leafid::Error>(())
+        }))
     }
 }
 
@@ -220,10 +216,21 @@ impl JsTagHandle {
         self.inner.tag().to_string()
     }
 
-    /// The next id as a decimal string (for JSON).
+    /// The next id, waiting (off the event loop) up to `waitTimeoutMs` for a refill.
     #[napi]
-    pub fn next_id_string(&self) -> Result<String, LeafCode> {
-        self.inner.next_id().map(|id| id.to_string()).js()
+    pub fn next_id_async(&self) -> Pending<BigInt> {
+        let id = self.inner.next_id_async();
+        pending(Ok(async move { id.await.map(BigInt::from) }))
+    }
+
+    /// `n` ids, waiting as `nextIdAsync` does.
+    #[napi]
+    pub fn next_ids_async(&self, n: Unknown<'_>) -> Pending<BigInt64Array> {
+        let h = self.inner.clone();
+        pending(args::count(n, Name::Arg("n")).map(|n| {
+            let ids = h.next_ids_async(n);
+            async move { ids.await.map(BigInt64Array::new) }
+        }))
     }
 }
 
@@ -258,7 +265,7 @@ unsafe extern "C" fn next_id_of_tag(
         let gen = fast::state::<SegmentGenerator, 1>(env, info, &mut argv);
         let (mut buf, mut spill) = ([0u8; 512], String::new());
         match fast::str_arg(env, argv[0], &mut buf, &mut spill) {
-            Some(tag) => fast::bigint(env, gen.next_id(tag)),
+            Some(tag) => fast::bigint(env, gen.next_id_now(tag)),
             None => std::ptr::null_mut(),
         }
     }
@@ -275,7 +282,7 @@ unsafe extern "C" fn next_id_string_of_tag(
         let gen = fast::state::<SegmentGenerator, 1>(env, info, &mut argv);
         let (mut buf, mut spill) = ([0u8; 512], String::new());
         match fast::str_arg(env, argv[0], &mut buf, &mut spill) {
-            Some(tag) => fast::decimal(env, gen.next_id(tag)),
+            Some(tag) => fast::decimal(env, gen.next_id_now(tag)),
             None => std::ptr::null_mut(),
         }
     }
@@ -290,7 +297,7 @@ unsafe extern "C" fn next_id_string_of_handle(
     unsafe {
         fast::decimal(
             env,
-            fast::state::<TagHandle, 0>(env, info, &mut []).next_id(),
+            fast::state::<TagHandle, 0>(env, info, &mut []).next_id_now(),
         )
     }
 }
@@ -304,7 +311,7 @@ unsafe extern "C" fn next_id_of_handle(
     unsafe {
         fast::bigint(
             env,
-            fast::state::<TagHandle, 0>(env, info, &mut []).next_id(),
+            fast::state::<TagHandle, 0>(env, info, &mut []).next_id_now(),
         )
     }
 }
@@ -323,7 +330,7 @@ unsafe extern "C" fn next_ids_of_tag(
             return std::ptr::null_mut();
         };
         match fast::count_arg(env, argv[1]) {
-            Some(n) => fast::filled_array(env, n, |out| gen.fill(tag, out)),
+            Some(n) => fast::filled_array(env, n, |out| gen.fill_now(tag, out)),
             None => std::ptr::null_mut(),
         }
     }
@@ -339,7 +346,7 @@ unsafe extern "C" fn next_ids_of_handle(
     unsafe {
         let h = fast::state::<TagHandle, 1>(env, info, &mut argv);
         match fast::count_arg(env, argv[0]) {
-            Some(n) => fast::filled_array(env, n, |out| h.fill(out)),
+            Some(n) => fast::filled_array(env, n, |out| h.fill_now(out)),
             None => std::ptr::null_mut(),
         }
     }

@@ -1,12 +1,17 @@
 //! `SnowflakeGenerator`, `Layout`, `decode`: wrap `leafid::snowflake`.
+//!
+//! Synchronous calls never wait on I/O (the core's `_now` functions); `connect`, the
+//! `…Async` twins and `close` return Promises settled from the core's runtime (see
+//! [`crate::promise`]).
 
 use leafid::snowflake::{Layout, SnowflakeGenerator, LEAF_EPOCH_MS};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use crate::error::{IntoJs, LeafCode};
+use crate::args::{self, Name};
+use crate::error::{Failure, Fallible, IntoJs};
 use crate::fast;
-use crate::task::{blocking, Blocking};
+use crate::promise::{pending, Pending};
 
 /// How the 63 bits of an id are split, and the epoch (default: Leaf's 41 + 10 + 12,
 /// epoch 1288834974657).
@@ -19,15 +24,37 @@ pub struct LayoutJs {
     pub epoch_ms: i64,
 }
 
-impl LayoutJs {
-    fn core(self) -> leafid::Result<Layout> {
-        Layout::new(
-            self.timestamp_bits,
-            self.worker_bits,
-            self.sequence_bits,
-            self.epoch_ms,
-        )
-    }
+/// A layout object (`{ timestampBits, workerBits, sequenceBits, epochMs }`, every field
+/// required) as the core's `Layout`. The binding checks types and ranges (Node's
+/// codes); bits the core refuses keep the core's `LEAF_INVALID_CONFIG`.
+fn layout(v: Unknown<'_>, name: Name) -> Fallible<Layout> {
+    let what = match name {
+        Name::Arg(n) | Name::Prop(_, n) => n,
+    };
+    let o = args::options(v, what)?;
+    let bits = |key| {
+        o.get(key, |v, n| args::integer(v, n, 0, 63))?
+            .map(|b| b as u8)
+            .ok_or_else(|| missing(what, key))
+    };
+    let (t, w, s) = (
+        bits("timestampBits")?,
+        bits("workerBits")?,
+        bits("sequenceBits")?,
+    );
+    let epoch = o
+        .get("epochMs", args::int64)?
+        .ok_or_else(|| missing(what, "epochMs"))?;
+    Ok(Layout::new(t, w, s, epoch)?)
+}
+
+/// `ERR_INVALID_ARG_TYPE` for a required property that is `undefined`.
+fn missing(object: &'static str, key: &'static str) -> Failure {
+    Failure::arg_type(
+        &Name::Prop(object, key).to_string(),
+        "of type number",
+        ValueType::Undefined,
+    )
 }
 
 impl From<&Layout> for LayoutJs {
@@ -58,24 +85,43 @@ pub fn js_safe_layout() -> LayoutJs {
 #[napi]
 pub const LEAF_EPOCH: i64 = LEAF_EPOCH_MS;
 
-/// Options of `SnowflakeGenerator.connect`.
-#[napi(object)]
-pub struct SnowflakeOptionsJs {
-    /// `fixed:7`, `local:///dir`, `zookeeper://host:port/name?port=P`,
-    /// `zookeeper-recycle://host:port/name`, `mysql://user:pass@host/db?port=P`.
-    pub registry: String,
-    /// Bit layout and epoch (Leaf's by default).
-    pub layout: Option<LayoutJs>,
-    /// Directory of the worker cache file.
-    pub cache_dir: Option<String>,
-    /// How often the time bound is persisted (3000 ms).
-    pub heartbeat_ms: Option<f64>,
-    /// Largest backward clock step waited out (5 ms).
-    pub max_backward_ms: Option<f64>,
-    /// How long start-up waits for a clock behind the worker's floor (10 000 ms).
-    pub startup_wait_ms: Option<f64>,
-    /// Largest local-vs-registry clock difference (5000 ms).
-    pub max_skew_ms: Option<f64>,
+/// The core's builder from `SnowflakeGenerator.connect`'s options object.
+fn builder(options: Unknown<'_>) -> Fallible<leafid::snowflake::SnowflakeBuilder> {
+    if args::kind(options) != ValueType::Object {
+        return Err(Failure::arg_type(
+            "The \"options\" argument",
+            "of type object",
+            args::kind(options),
+        ));
+    }
+    let o = args::options(options, "options")?;
+    let registry = o.get("registry", args::string)?.ok_or_else(|| {
+        Failure::arg_type(
+            &Name::Prop("options", "registry").to_string(),
+            "of type string",
+            ValueType::Undefined,
+        )
+    })?;
+    let mut builder = SnowflakeGenerator::builder().registry_url(&registry)?;
+    if let Some(layout) = o.get("layout", layout)? {
+        builder = builder.layout(layout);
+    }
+    if let Some(dir) = o.get("cacheDir", args::string)? {
+        builder = builder.cache_dir(dir);
+    }
+    if let Some(d) = o.get("heartbeatMs", args::millis)? {
+        builder = builder.heartbeat(d);
+    }
+    if let Some(d) = o.get("maxBackwardMs", args::millis)? {
+        builder = builder.max_backward(d);
+    }
+    if let Some(d) = o.get("startupWaitMs", args::millis)? {
+        builder = builder.startup_wait(d);
+    }
+    if let Some(d) = o.get("maxSkewMs", args::millis)? {
+        builder = builder.max_skew(d);
+    }
+    Ok(builder)
 }
 
 /// An id split into its parts.
@@ -94,45 +140,32 @@ pub struct JsSnowflakeGenerator {
 
 #[napi]
 impl JsSnowflakeGenerator {
-    /// Acquires a worker id and starts the heartbeat, off the event loop. Bad
+    /// Acquires a worker id and starts the heartbeat on the core's runtime. Bad
     /// options reject the Promise before any I/O.
-    #[napi(ts_return_type = "Promise<SnowflakeGenerator>")]
-    pub fn connect(
-        options: SnowflakeOptionsJs,
-    ) -> AsyncTask<Blocking<fast::Bound<JsSnowflakeGenerator>>> {
-        blocking(move || {
-            let mut builder = SnowflakeGenerator::builder().registry_url(&options.registry)?;
-            if let Some(layout) = options.layout {
-                builder = builder.layout(layout.core()?);
-            }
-            if let Some(dir) = options.cache_dir {
-                builder = builder.cache_dir(dir);
-            }
-            // The core's conversion (no silent coercion of -1, NaN or Infinity); the core
-            // checks each option's bound.
-            use leafid::limits::millis;
-            if let Some(ms) = options.heartbeat_ms {
-                builder = builder.heartbeat(millis("heartbeatMs", ms)?);
-            }
-            if let Some(ms) = options.max_backward_ms {
-                builder = builder.max_backward(millis("maxBackwardMs", ms)?);
-            }
-            if let Some(ms) = options.startup_wait_ms {
-                builder = builder.startup_wait(millis("startupWaitMs", ms)?);
-            }
-            if let Some(ms) = options.max_skew_ms {
-                builder = builder.max_skew(millis("maxSkewMs", ms)?);
-            }
-            builder
-                .build_blocking()
+    #[napi]
+    pub fn connect(options: Unknown<'_>) -> Pending<fast::Bound<JsSnowflakeGenerator>> {
+        pending(builder(options).map(|b| async move {
+            b.build()
+                .await
                 .map(|inner| fast::Bound(JsSnowflakeGenerator { inner }))
-        })
+        }))
     }
 
-    /// The next id as a decimal string (for JSON).
+    /// The next id, waiting off the event loop when the registry is needed first.
     #[napi]
-    pub fn next_id_string(&self) -> Result<String, LeafCode> {
-        self.inner.next_id().map(|id| id.to_string()).js()
+    pub fn next_id_async(&self) -> Pending<BigInt> {
+        let id = self.inner.next_id_async();
+        pending(Ok(async move { id.await.map(BigInt::from) }))
+    }
+
+    /// `n` ids, waiting as `nextIdAsync` does.
+    #[napi]
+    pub fn next_ids_async(&self, n: Unknown<'_>) -> Pending<BigInt64Array> {
+        let g = self.inner.clone();
+        pending(args::count(n, Name::Arg("n")).map(|n| {
+            let ids = g.next_ids_async(n);
+            async move { ids.await.map(BigInt64Array::new) }
+        }))
     }
 
     /// The worker id held.
@@ -147,38 +180,37 @@ impl JsSnowflakeGenerator {
         LayoutJs::from(self.inner.layout())
     }
 
-    /// Persists the last timestamp, releases the worker id and stops the heartbeat,
-    /// off the event loop (it talks to the registry). Later calls throw
-    /// `LEAF_CLOSED`. Idempotent.
-    #[napi(ts_return_type = "Promise<void>")]
-    pub fn close(&self) -> AsyncTask<Blocking<()>> {
-        let g = self.inner.clone();
-        blocking(move || {
-            g.close();
-            Ok(())
-        })
+    /// Persists the last timestamp, releases the worker id and stops the heartbeat on
+    /// the core's runtime, waiting at most the core's bound
+    /// (`leafid::snowflake::DEFAULT_CLOSE_WAIT`); resolves with `true` when the worker id
+    /// was released in time, `false` when the registry did not answer within the bound
+    /// (the lease then expires on the registry's side). Later calls throw `LEAF_CLOSED`.
+    #[napi]
+    pub fn close(&self) -> Pending<bool> {
+        let closed = self.inner.close_async();
+        pending(Ok(async move { Ok::<_, leafid::Error>(closed.await) }))
     }
 }
 
 /// Splits an id (a bigint) into timestamp, worker id and sequence.
 #[napi]
-pub fn decode(id: BigInt, layout: Option<LayoutJs>) -> Result<DecodedIdJs, LeafCode> {
-    let (value, lossless) = id.get_i64();
-    if !lossless {
-        return Err(crate::error::coded(leafid::Error::InvalidConfig(format!(
-            "{id:?} does not fit a signed 64-bit id"
-        ))));
-    }
-    let layout = match layout {
-        Some(l) => l.core().js()?,
-        None => Layout::default(),
-    };
-    let d = layout.checked_decode(value).js()?;
-    Ok(DecodedIdJs {
-        timestamp_ms: d.timestamp_ms,
-        worker_id: d.worker_id,
-        sequence: d.sequence,
-    })
+pub fn decode(env: Env, id: Unknown<'_>, layout: Unknown<'_>) -> Result<DecodedIdJs> {
+    (|| -> Fallible<DecodedIdJs> {
+        let value = args::bigint(id, Name::Arg("id"))?;
+        let layout = match args::kind(layout) {
+            ValueType::Undefined => Layout::default(),
+            _ => self::layout(layout, Name::Arg("layout"))?,
+        };
+        let d = layout
+            .checked_decode(value)
+            .map_err(|e| Failure::out_of_range(e.to_string()))?;
+        Ok(DecodedIdJs {
+            timestamp_ms: d.timestamp_ms,
+            worker_id: d.worker_id,
+            sequence: d.sequence,
+        })
+    })()
+    .js(&env)
 }
 
 impl fast::BindsNextId for JsSnowflakeGenerator {
@@ -200,7 +232,7 @@ unsafe extern "C" fn next_id(
     unsafe {
         fast::bigint(
             env,
-            fast::state::<SnowflakeGenerator, 0>(env, info, &mut []).next_id(),
+            fast::state::<SnowflakeGenerator, 0>(env, info, &mut []).next_id_now(),
         )
     }
 }
@@ -214,7 +246,7 @@ unsafe extern "C" fn next_id_string(
     unsafe {
         fast::decimal(
             env,
-            fast::state::<SnowflakeGenerator, 0>(env, info, &mut []).next_id(),
+            fast::state::<SnowflakeGenerator, 0>(env, info, &mut []).next_id_now(),
         )
     }
 }
@@ -230,7 +262,7 @@ unsafe extern "C" fn next_ids(
     unsafe {
         let g = fast::state::<SnowflakeGenerator, 1>(env, info, &mut argv);
         match fast::count_arg(env, argv[0]) {
-            Some(n) => fast::filled_array(env, n, |out| g.fill(out)),
+            Some(n) => fast::filled_array(env, n, |out| g.fill_now(out)),
             None => std::ptr::null_mut(),
         }
     }

@@ -64,8 +64,13 @@ pub enum Error {
         /// The underlying error, as text.
         cause: String,
     },
-    /// Both segments of a tag were spent and the next one did not arrive in time.
-    #[error("tag {tag:?}: both segments spent and no refill within {waited:?} (last store error: {cause}); raise the step or the timeout, or check the database")]
+    /// Both segments of a tag were spent and the next one did not arrive in time (or,
+    /// for a call that never waits, was not there yet).
+    #[error(
+        "tag {tag:?}: both segments spent and {} (last store error: {cause}); {}",
+        exhausted_wait(waited),
+        exhausted_advice(waited)
+    )]
     SegmentsExhausted {
         /// The tag.
         tag: String,
@@ -194,6 +199,25 @@ pub enum ErrorKind {
     Clock,
     /// Anything else.
     Other,
+}
+
+/// What a `SegmentsExhausted` caller waited for: nothing (a never-waiting call) or a time.
+fn exhausted_wait(waited: &Duration) -> String {
+    if *waited < Duration::from_millis(1) {
+        "the next segment is not loaded yet".into()
+    } else {
+        format!("no refill within {waited:?}")
+    }
+}
+
+/// What to do about a `SegmentsExhausted`.
+fn exhausted_advice(waited: &Duration) -> &'static str {
+    if *waited < Duration::from_millis(1) {
+        "it is loading in the background: retry shortly, or use the waiting call \
+         (next_id, or next_id_async)"
+    } else {
+        "raise the step or the timeout, or check the database"
+    }
 }
 
 impl Error {

@@ -397,3 +397,154 @@ fn wrong_password_and_unknown_database_are_configuration_errors() {
     assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
     assert!(err.to_string().contains("no_such_db_leafid_12"), "{err}");
 }
+
+/// MariaDB compares `biz_tag` case-insensitively and ignores trailing spaces, so
+/// `ORDER` finds the row `order`. Caching the variant would give one row two buffers
+/// and issue its ids out of order (found by review): a variant is not a tag.
+#[test]
+fn case_variants_of_a_mysql_tag_are_not_a_second_tag() {
+    let gen = mysql::connect(SegmentOptions::default());
+    let tag = fresh_tag("nwcase");
+    create(&gen, &tag, 1, 1000);
+    let mut ids = vec![gen.next_id(&tag).unwrap()];
+    for variant in [tag.to_uppercase(), format!("{tag}   ")] {
+        assert!(
+            matches!(gen.next_id(&variant), Err(Error::TagNotFound { .. })),
+            "{variant:?} was taken for {tag:?}"
+        );
+        let (g, v) = (gen.clone(), variant.clone());
+        let e = block_on(async move { g.create_tag(&v, 1, 10, "").await }).unwrap_err();
+        assert!(matches!(e, Error::InvalidTag { .. }), "{variant:?}: {e}");
+        ids.push(gen.next_id(&tag).unwrap());
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    assert_eq!(
+        gen.tags()
+            .iter()
+            .filter(|t| t.eq_ignore_ascii_case(tag.trim()))
+            .count(),
+        1
+    );
+}
+
+/// A blocking `next_id` on a missing tag called from one of the core runtime's own
+/// threads answers as a zero wait instead of blocking the runtime its lookup needs
+/// (found by review: two such calls wedged the runtime for good).
+#[test]
+fn blocking_next_id_on_a_miss_from_runtime_threads_returns() {
+    let store = Arc::new(MemoryStore::new());
+    let opts = SegmentOptions {
+        wait_timeout: Duration::from_millis(200),
+        ..SegmentOptions::default()
+    };
+    let gen = block_on(SegmentGenerator::with_store(store, opts)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    for k in 0..2 {
+        let (g, tx) = (gen.clone(), tx.clone());
+        drop(leafid::runtime::spawn(async move {
+            let _ = tx.send(g.next_id(&format!("missing-{k}")));
+        }));
+    }
+    for _ in 0..2 {
+        let r = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a blocking next_id on a runtime thread never returned");
+        assert!(matches!(r, Err(Error::TagNotFound { .. })), "{r:?}");
+    }
+}
+
+/// A store whose `has_tag` is slow in the process that made it (the parent).
+#[derive(Debug, Clone)]
+struct SlowInParent {
+    inner: Arc<MemoryStore>,
+    parent: u32,
+}
+
+impl SegmentStore for SlowInParent {
+    fn allocate<'a>(
+        &'a self,
+        tag: &'a str,
+        step: Option<i64>,
+    ) -> BoxFuture<'a, leafid::Result<Allocation>> {
+        self.inner.allocate(tag, step)
+    }
+    fn tags(&self) -> BoxFuture<'_, leafid::Result<Vec<String>>> {
+        self.inner.tags()
+    }
+    fn has_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, leafid::Result<bool>> {
+        Box::pin(async move {
+            if std::process::id() == self.parent {
+                tokio::time::sleep(Duration::from_secs(3)).await;
+            }
+            self.inner.has_tag(tag).await
+        })
+    }
+    fn rows(&self) -> BoxFuture<'_, leafid::Result<Vec<TagRow>>> {
+        self.inner.rows()
+    }
+    fn create_table(&self) -> BoxFuture<'_, leafid::Result<()>> {
+        self.inner.create_table()
+    }
+    fn create_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        start: i64,
+        step: i64,
+        d: &'a str,
+    ) -> BoxFuture<'a, leafid::Result<()>> {
+        self.inner.create_tag(tag, start, step, d)
+    }
+    fn reopen(&self) -> leafid::Result<Arc<dyn SegmentStore>> {
+        // The memory store's ranges must not be shared with a child: this test's child
+        // only looks tags up, so a fresh copy of the rows is enough.
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+/// A child forked while its parent's lookup of a tag runs does its own lookup instead
+/// of waiting (its whole wait timeout) on the parent's, which never answers there
+/// (found by review).
+#[test]
+fn a_forked_child_does_not_wait_on_the_parents_lookup() {
+    use std::io::{Read, Write};
+    use std::os::fd::FromRawFd;
+    let inner = Arc::new(MemoryStore::new());
+    let store = Arc::new(SlowInParent {
+        inner: inner.clone(),
+        parent: std::process::id(),
+    });
+    let opts = SegmentOptions {
+        wait_timeout: Duration::from_secs(30),
+        ..SegmentOptions::default()
+    };
+    let gen = block_on(SegmentGenerator::with_store(store, opts)).unwrap();
+    let i = inner.clone();
+    block_on(async move { i.create_tag("elsewhere", 1, 10, "").await }).unwrap();
+    // The parent's lookup starts and takes 3 s.
+    assert!(gen.next_id_now("elsewhere").is_err());
+    let mut fds = [0; 2];
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut out = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+        let found = gen.tag_now("elsewhere").is_ok() || {
+            // The child's own lookup, not the parent's: it answers at once here.
+            std::thread::sleep(Duration::from_millis(500));
+            gen.tag_now("elsewhere").is_ok()
+        };
+        let _ = writeln!(out, "{found}");
+        unsafe { libc::_exit(0) };
+    }
+    unsafe { libc::close(fds[1]) };
+    let mut said = String::new();
+    unsafe { std::fs::File::from_raw_fd(fds[0]) }
+        .read_to_string(&mut said)
+        .unwrap();
+    let mut status = 0;
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(
+        said.trim(),
+        "true",
+        "the child did not find the tag on its own"
+    );
+}

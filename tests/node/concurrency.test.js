@@ -22,13 +22,19 @@ function runThread(kind, target, n, cacheDir) {
         const [url, tag] = target.split('#');
         gen = await leafid.SegmentGenerator.connect(url);
         const h = gen.tag(tag);
-        next = () => h.nextId();
+        // nextId never waits: past a spent segment, wait for the refill off the loop.
+        next = async () => {
+          try { return h.nextId(); } catch (e) {
+            if (e.code !== 'LEAF_SEGMENTS_EXHAUSTED') throw e;
+            return h.nextIdAsync();
+          }
+        };
       } else {
         gen = await leafid.SnowflakeGenerator.connect({ registry: target, cacheDir });
         next = () => gen.nextId();
       }
       const ids = new BigInt64Array(n);
-      for (let i = 0; i < n; i++) ids[i] = next();
+      for (let i = 0; i < n; i++) ids[i] = await next();
       await gen.close();
       parentPort.postMessage(ids);
     })();`;
@@ -82,7 +88,9 @@ test('cluster workers never share an id', async () => {
         const sf = await leafid.SnowflakeGenerator.connect({ registry: 'local://${d}/locks', cacheDir: '${d}/w' + process.pid });
         const h = seg.tag('c');
         const ids = [];
-        for (let i = 0; i < 10000; i++) { ids.push(String(h.nextId())); ids.push(String(sf.nextId())); }
+        // nextId never waits: past a spent segment, wait for the refill off the loop.
+        const next = async () => { try { return h.nextId(); } catch (e) { if (e.code !== 'LEAF_SEGMENTS_EXHAUSTED') throw e; return h.nextIdAsync(); } };
+        for (let i = 0; i < 10000; i++) { ids.push(String(await next())); ids.push(String(sf.nextId())); }
         process.send(ids);
       })();
     }`;

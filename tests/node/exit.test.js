@@ -20,7 +20,7 @@ test('the process exits by itself after a SQLite segment generator is closed', (
   runChild(`
     const gen = await leafid.SegmentGenerator.connect('sqlite://${path.join(tempDir(), 'ids.db')}');
     await gen.createTag('t', { start: 1, step: 10 });
-    for (let i = 0; i < 100; i++) gen.nextId('t');
+    for (let i = 0; i < 100; i++) await gen.nextIdAsync('t');
     await gen.close();`);
 });
 
@@ -30,7 +30,7 @@ test('the process exits by itself after a MySQL segment generator is closed', ()
   runChild(`
     const gen = await leafid.SegmentGenerator.connect(${JSON.stringify(url)}, { createTable: true });
     await gen.createTag(${JSON.stringify(tag)}, { start: 1, step: 10 });
-    gen.nextIds(${JSON.stringify(tag)}, 25);
+    await gen.nextIdsAsync(${JSON.stringify(tag)}, 25);
     await gen.close();`);
 });
 
@@ -43,7 +43,7 @@ test('the process exits by itself after a snowflake generator (local registry) i
 
 test('the process exits by itself after a snowflake generator (fixed registry) is closed', () => {
   runChild(`
-    const gen = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:2', cacheDir: '${tempDir()}' });
+    const gen = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:949', cacheDir: '${tempDir()}' });
     gen.nextId();
     await gen.close();`);
 });

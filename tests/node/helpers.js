@@ -53,7 +53,22 @@ function skipIfNotBuilt(t, err) {
   return false;
 }
 
+/**
+ * `sync()` (a `nextId`), or when no id is at hand (`LEAF_SEGMENTS_EXHAUSTED`: a refill is
+ * under way) the awaited `wait()` (its `nextIdAsync` twin): how a caller issues through
+ * refills without ever blocking the event loop.
+ */
+async function orWait(sync, wait) {
+  try {
+    return sync();
+  } catch (e) {
+    if (e.code !== 'LEAF_SEGMENTS_EXHAUSTED') throw e;
+    return wait();
+  }
+}
+
 module.exports.ROOT = path.resolve(__dirname, '..', '..');
+module.exports.orWait = orWait;
 module.exports.env = env;
 module.exports.assertUnique = assertUnique;
 module.exports.skipIfNotBuilt = skipIfNotBuilt;

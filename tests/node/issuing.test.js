@@ -85,7 +85,7 @@ test('the clock stepping back 10 s under a running generator: LEAF_CLOCK_MOVED_B
     const leafid = require(${JSON.stringify(PACKAGE)});
     const fs = require('node:fs');
     (async () => {
-      const sf = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:5', cacheDir: ${JSON.stringify(d)} });
+      const sf = await leafid.SnowflakeGenerator.connect({ registry: 'fixed:948', cacheDir: ${JSON.stringify(d)} });
       sf.nextId();
       fs.writeFileSync(${JSON.stringify(spec)}, '-10s\\n');
       let code = 'none';

@@ -3,7 +3,7 @@
 import { SegmentGenerator, SnowflakeGenerator, decode, type LeafError } from 'leafid';
 
 export async function segmentExample(url: string): Promise<bigint[]> {
-  const gen = await SegmentGenerator.connect(url, { createTable: true });
+  const gen = await SegmentGenerator.connect(url, { createTable: true, tags: ['order'] });
   await gen.createTag('order', { start: 1, step: 1000, description: 'order ids' }).catch((e: LeafError) => {
     if (e.code !== 'LEAF_TAG_EXISTS') throw e;
   });
@@ -12,13 +12,16 @@ export async function segmentExample(url: string): Promise<bigint[]> {
   const batch: BigInt64Array = gen.nextIds('order', 100);
   const forJson: string = order.nextIdString();
   console.log(forJson);
+  const late: bigint = await gen.nextIdAsync('order');
+  const more: BigInt64Array = await order.nextIdsAsync(10);
   await gen.close();
-  return [first, ...batch];
+  return [first, ...batch, late, ...more];
 }
 
 export async function snowflakeExample(lockDir: string): Promise<number> {
   const sf = await SnowflakeGenerator.connect({ registry: `local://${lockDir}` });
-  const parts = decode(sf.nextId());
-  await sf.close();
+  const parts = decode(await sf.nextIdAsync());
+  const released: boolean = await sf.close();
+  console.log(released);
   return parts.workerId;
 }

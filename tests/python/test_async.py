@@ -252,6 +252,9 @@ def test_ctrl_c_interrupts_a_blocking_constructor(mysql_url: str) -> None:
     child = textwrap.dedent(
         """
         import os, signal, sys, threading, leafid
+        # A shell runs background jobs with SIGINT ignored, and Python then keeps it
+        # ignored (CI runs the suite so): ask for Ctrl-C's usual handler explicitly.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
         try:
             leafid.SegmentGenerator(sys.argv[1])
@@ -273,6 +276,9 @@ def test_ctrl_c_interrupts_a_blocking_next_id(mysql_url: str, tag: str) -> None:
     child = textwrap.dedent(
         """
         import os, signal, sys, threading, leafid
+        # A shell runs background jobs with SIGINT ignored, and Python then keeps it
+        # ignored (CI runs the suite so): ask for Ctrl-C's usual handler explicitly.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         gen = leafid.SegmentGenerator(sys.argv[1], wait_timeout=600)
         print("connected", flush=True)
         sys.stdin.readline()  # the parent blackholes the store

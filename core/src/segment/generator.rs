@@ -18,6 +18,9 @@ use super::{SegmentOptions, TagStats};
 use crate::error::{Error, Result};
 use crate::runtime;
 
+/// How many lookups of missing tags may query the store at once.
+const MAX_CONCURRENT_LOOKUPS: usize = 2;
+
 /// Issues ids for the tags of one `leaf_alloc` table.
 ///
 /// Cheap to clone: clones share the tags, segments and background tasks.
@@ -46,7 +49,8 @@ pub(super) struct Inner {
     epoch: AtomicU64,
     refresher: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Store lookups of tags missing from the cache, rate-limited per name.
-    lookups: Mutex<Lookups>,
+    /// With the fork epoch they were made under.
+    lookups: Mutex<LookupState>,
 }
 
 /// The store, and the fork epoch it was opened under.
@@ -149,7 +153,7 @@ impl SegmentGenerator {
             closed: AtomicBool::new(false),
             epoch: AtomicU64::new(epoch),
             refresher: Mutex::new(None),
-            lookups: Mutex::new(Lookups::default()),
+            lookups: Mutex::new(LookupState::new(epoch)),
         });
         let weak: Weak<Inner> = Arc::downgrade(&inner);
         runtime::register_fork_lock(1, weak);
@@ -201,13 +205,19 @@ impl SegmentGenerator {
     /// `n` ids of `tag` without ever waiting; see [`next_id_now`](Self::next_id_now).
     pub fn next_ids_now(&self, tag: &str, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; crate::limits::batch(n as u64)?];
+        self.fill_now(tag, &mut out)?;
+        Ok(out)
+    }
+
+    /// Fills `out` with ids of `tag` without ever waiting (see
+    /// [`TagHandle::next_id_now`]); for bindings that write into memory they own.
+    pub fn fill_now(&self, tag: &str, out: &mut [i64]) -> Result<()> {
         let tags = self.inner.tags.load();
         let buf = match tags.get(tag) {
             Some(buf) => buf.clone(),
             None => self.inner.find_now(tag)?,
         };
-        buf.fill(&self.inner, &mut out, Duration::ZERO)?;
-        Ok(out)
+        buf.fill(&self.inner, out, Duration::ZERO)
     }
 
     /// The next id of `tag`, waiting without blocking any thread; see
@@ -345,8 +355,22 @@ impl SegmentGenerator {
                     Ok(())
                 }
                 Err(Error::TagExists { tag }) => {
-                    inner.add_tag(tag.clone()).load_first(&inner);
-                    Err(Error::TagExists { tag })
+                    // Only a row spelt exactly so makes the tag usable: a MySQL table's
+                    // collation also refuses `ORDER` when `order` exists, and caching
+                    // both spellings would give one row two buffers.
+                    match inner.store()?.has_tag(&tag).await {
+                        Ok(true) => {
+                            inner.add_tag(tag.clone()).load_first(&inner);
+                            Err(Error::TagExists { tag })
+                        }
+                        Ok(false) => Err(Error::InvalidTag {
+                            tag,
+                            reason: "the table already holds a tag equal to it under its collation \
+                                     (a different case or trailing spaces); use that tag's exact spelling"
+                                .into(),
+                        }),
+                        Err(_) => Err(Error::TagExists { tag }),
+                    }
                 }
                 Err(e) => Err(e),
             }
@@ -435,8 +459,13 @@ impl TagHandle {
     /// `n` ids without ever waiting (see [`next_id_now`](Self::next_id_now)).
     pub fn next_ids_now(&self, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; crate::limits::batch(n as u64)?];
-        self.buf.fill(&self.inner, &mut out, Duration::ZERO)?;
+        self.fill_now(&mut out)?;
         Ok(out)
+    }
+
+    /// Fills `out` with ids without ever waiting (see [`next_id_now`](Self::next_id_now)).
+    pub fn fill_now(&self, out: &mut [i64]) -> Result<()> {
+        self.buf.fill(&self.inner, out, Duration::ZERO)
     }
 
     /// The next id, waiting up to the generator's `wait_timeout` for a refill without
@@ -473,6 +502,26 @@ impl TagHandle {
 async fn answered(mut answer: Answer, wait: Duration) {
     // An error means the lookup task is gone (its runtime shut down): nothing to wait for.
     let _ = tokio::time::timeout(wait, answer.wait_for(Option::is_some)).await;
+}
+
+/// The lookups of missing tags in one process.
+#[derive(Debug)]
+struct LookupState {
+    /// The fork epoch they belong to.
+    epoch: u64,
+    lookups: Lookups,
+    /// At most [`MAX_CONCURRENT_LOOKUPS`] query the store at once.
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl LookupState {
+    fn new(epoch: u64) -> LookupState {
+        LookupState {
+            epoch,
+            lookups: Lookups::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_LOOKUPS)),
+        }
+    }
 }
 
 impl runtime::ForkLock for Inner {
@@ -546,11 +595,16 @@ impl Inner {
     /// ran within the rate-limit window.
     fn lookup(self: &Arc<Self>, tag: &str) -> Answer {
         let now = self.opts.clock.now_millis();
-        let ask = self
-            .lookups
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .ask(tag, now);
+        let (ask, slots) = {
+            let mut state = self.lookups.lock().unwrap_or_else(PoisonError::into_inner);
+            // In a forked child, the parent's lookups are answered (and its slots held)
+            // by tasks that do not exist here: start afresh rather than wait on them.
+            let epoch = runtime::fork_epoch();
+            if state.epoch != epoch {
+                *state = LookupState::new(epoch);
+            }
+            (state.lookups.ask(tag, now), state.slots.clone())
+        };
         match ask {
             Ask::Join(answer) => answer,
             Ask::Start(reply, answer) => {
@@ -558,7 +612,7 @@ impl Inner {
                 // On the runtime, not in the caller's future: a caller that stops
                 // waiting does not cancel the lookup others share.
                 drop(runtime::spawn(async move {
-                    let found = inner.look_up(tag).await;
+                    let found = inner.look_up(tag, slots).await;
                     let _ = reply.send(Some(found));
                 }));
                 answer
@@ -568,15 +622,21 @@ impl Inner {
 
     /// Asks the store whether `tag` exists; if it does, adds it to the cache and starts
     /// loading its first segment. A failed lookup counts as "not found" (logged).
-    async fn look_up(self: Arc<Self>, tag: String) -> bool {
+    async fn look_up(self: Arc<Self>, tag: String, slots: Arc<tokio::sync::Semaphore>) -> bool {
         let asked = match self.store() {
-            Ok(store) => tokio::time::timeout(REFILL_TIMEOUT, store.has_tag(&tag))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(Error::store(format!(
-                        "lookup did not finish within {REFILL_TIMEOUT:?}"
-                    )))
-                }),
+            Ok(store) => tokio::time::timeout(REFILL_TIMEOUT, async {
+                // A flood of unknown names must not take the store's connections from
+                // refills (nor open connections of its own): a few lookups at a time,
+                // the rest queue (each name at most once per second, see `lookup.rs`).
+                let _permit = slots.acquire().await;
+                store.has_tag(&tag).await
+            })
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::store(format!(
+                    "lookup did not finish within {REFILL_TIMEOUT:?}"
+                )))
+            }),
             Err(e) => Err(e),
         };
         match asked {
@@ -599,7 +659,9 @@ impl Inner {
         self.may_look_up(tag)?;
         let answer = self.lookup(tag);
         let wait = self.opts.wait_timeout;
-        if answer.borrow().is_some() || wait.is_zero() {
+        // On one of the runtime's own threads, waiting would starve the lookup (and the
+        // timer that ends the wait): answer as a zero wait does.
+        if answer.borrow().is_some() || wait.is_zero() || runtime::on_runtime_thread() {
             return self.found(tag);
         }
         runtime::block_on(answered(answer, wait));

@@ -163,7 +163,7 @@ pub(super) fn replay(e: Option<&Error>, tag: &str) -> Error {
 
 /// `Error` is not `Clone` (it may hold an `io::Error`); this copies what the slow path
 /// keeps, and keeps each variant's kind.
-pub(super) fn copy_error(e: &Error) -> Error {
+pub(crate) fn copy_error(e: &Error) -> Error {
     match e {
         Error::InvalidConfig(s) => Error::InvalidConfig(s.clone()),
         Error::InvalidTag { tag, reason } => Error::InvalidTag {

@@ -1064,8 +1064,14 @@ impl SnowflakeGenerator {
     pub fn next_ids_now(&self, n: usize) -> Result<Vec<i64>> {
         let n = crate::limits::batch(n as u64)?;
         let mut out = vec![0; n];
-        self.fill_with(&mut out, |core, stall| core.stalled_now(stall))?;
+        self.fill_now(&mut out)?;
         Ok(out)
+    }
+
+    /// [`fill`](Self::fill) without ever waiting on I/O (see
+    /// [`next_id_now`](Self::next_id_now)); for bindings that write into memory they own.
+    pub fn fill_now(&self, out: &mut [i64]) -> Result<()> {
+        self.fill_with(out, |core, stall| core.stalled_now(stall))
     }
 
     /// The next id, waiting without holding a thread: the future runs on the core's

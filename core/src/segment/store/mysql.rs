@@ -80,6 +80,10 @@ pub struct MysqlStore {
     url: String,
     options: MySqlConnectOptions,
     pool: std::sync::OnceLock<MySqlPool>,
+    /// The last diagnosis of a pool time-out and when it was made: one probe at a time,
+    /// its answer shared for [`DIAGNOSE_TIMEOUT`], so a burst of failing callers opens
+    /// one extra connection to the server, not one each.
+    diagnosis: tokio::sync::Mutex<Option<(std::time::Instant, Error)>>,
 }
 
 /// By hand: the URL and connect options carry the password.
@@ -105,6 +109,7 @@ impl MysqlStore {
             url: url.to_string(),
             options,
             pool: std::sync::OnceLock::new(),
+            diagnosis: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -135,10 +140,21 @@ impl MysqlStore {
 
     /// Why no connection could be had, from one direct connection attempt.
     async fn diagnose(&self) -> Error {
-        match probe(&self.options).await {
+        let mut last = self.diagnosis.lock().await;
+        if let Some((at, e)) = &*last {
+            if at.elapsed() < DIAGNOSE_TIMEOUT {
+                return crate::segment::refill::copy_error(e);
+            }
+        }
+        let e = match probe(&self.options).await {
             Probe::Failed(e) => self.connect_error(e),
             other => Error::store(other.to_string()),
-        }
+        };
+        *last = Some((
+            std::time::Instant::now(),
+            crate::segment::refill::copy_error(&e),
+        ));
+        e
     }
 
     /// A failed connection attempt as the user sees it: a login or database error is
@@ -235,12 +251,19 @@ impl SegmentStore for MysqlStore {
 
     fn has_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            let row = sqlx::query("SELECT 1 FROM leaf_alloc WHERE biz_tag = ?")
+            // `=` follows the column's collation (Leaf's table: case-insensitive, trailing
+            // spaces ignored), so `ORDER` would find `order`; a generator that cached
+            // both spellings would hold two buffers for one row and issue its ids out of
+            // order. Only the exact spelling counts.
+            let row = sqlx::query("SELECT biz_tag FROM leaf_alloc WHERE biz_tag = ?")
                 .bind(tag)
                 .fetch_optional(&mut *self.conn().await?)
                 .await
                 .map_err(db_error)?;
-            Ok(row.is_some())
+            match row {
+                Some(row) => Ok(row.try_get::<String, _>("biz_tag").map_err(db_error)? == tag),
+                None => Ok(false),
+            }
         })
     }
 

@@ -25,22 +25,58 @@ use crate::runtime;
 /// release still runs, with the signal of its end. A new generator for one of them
 /// waits for that release ([`wait_for_release`]) rather than failing with
 /// `WorkerIdInUse` because a drop no longer waits.
-type Releasing = Vec<(String, tokio::sync::watch::Receiver<bool>)>;
-static RELEASING: std::sync::Mutex<Releasing> = std::sync::Mutex::new(Vec::new());
+///
+/// Each entry carries the fork epoch it was made under: in a forked child the parent's
+/// releases run in the parent, never here, so the child neither waits on them nor
+/// touches their channels (whose locks a fork may have copied held); it drops them
+/// unread.
+type Releasing = Vec<(String, u64, tokio::sync::watch::Receiver<bool>)>;
 
+/// The list, held across every fork() (registered as a fork lock) so that a child
+/// never inherits it locked by a thread it does not have.
+struct ReleasingList(std::sync::Mutex<Releasing>);
+
+impl runtime::ForkLock for ReleasingList {
+    fn hold_for_fork(&self) -> Box<dyn runtime::Guard + '_> {
+        Box::new(self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+static RELEASING: std::sync::LazyLock<Arc<ReleasingList>> = std::sync::LazyLock::new(|| {
+    let list = Arc::new(ReleasingList(std::sync::Mutex::new(Vec::new())));
+    let weak: std::sync::Weak<dyn runtime::ForkLock> =
+        Arc::downgrade(&(list.clone() as Arc<dyn runtime::ForkLock>));
+    // Rank 9: a leaf, taken last (nothing else is locked while it is held).
+    runtime::register_fork_lock(9, weak);
+    list
+});
+
+/// The list, with the entries of other processes (before a fork) forgotten unread and
+/// finished releases dropped.
 fn releasing() -> std::sync::MutexGuard<'static, Releasing> {
-    RELEASING.lock().unwrap_or_else(|p| p.into_inner())
+    let mut all = RELEASING.0.lock().unwrap_or_else(|p| p.into_inner());
+    let epoch = runtime::fork_epoch();
+    if all.iter().any(|(_, e, _)| *e != epoch) {
+        for entry in std::mem::take(&mut *all) {
+            if entry.1 == epoch {
+                all.push(entry);
+            } else {
+                std::mem::forget(entry);
+            }
+        }
+    }
+    all.retain(|(_, _, done)| !*done.borrow());
+    all
 }
 
 /// Waits (at most `limit`) for the releases of `identity` started by closes in this
 /// process. Runs on the runtime, in a constructor.
 pub(super) async fn wait_for_release(identity: &str, limit: Duration) {
     let pending: Vec<_> = {
-        let mut all = releasing();
-        all.retain(|(_, done)| !*done.borrow());
-        all.iter()
-            .filter(|(id, _)| id == identity)
-            .map(|(_, done)| done.clone())
+        releasing()
+            .iter()
+            .filter(|(id, _, _)| id == identity)
+            .map(|(_, _, done)| done.clone())
             .collect()
     };
     for mut done in pending {
@@ -75,9 +111,11 @@ impl Core {
         }
         session.stop.notify_one();
         if let Some(lock) = &session.identity_lock {
-            let mut all = releasing();
-            all.retain(|(_, done)| !*done.borrow());
-            all.push((lock.identity().to_string(), self.released.subscribe()));
+            releasing().push((
+                lock.identity().to_string(),
+                runtime::fork_epoch(),
+                self.released.subscribe(),
+            ));
         }
         let last_ms = decode(last as i64, &self.layout).timestamp_ms;
         let core = self.clone();

@@ -1,0 +1,400 @@
+//! Leaf's `leaf.properties`, read into the two URLs leafid's core takes.
+//!
+//! An operator replaces Java Leaf by pointing `leafid serve` at the file the Java server
+//! used. The keys and their defaults are Leaf's (leaf-spec §4): `leaf.segment.enable` and
+//! `leaf.snowflake.enable` default to `true` when absent, as in Leaf's code; the fork's
+//! `leaf.snowflake.mode` picks the worker-id registry.
+//!
+//! ```text
+//! leaf.name=com.sankuai.leaf.opensource.test
+//! leaf.segment.enable=true
+//! leaf.jdbc.url=jdbc:mysql://127.0.0.1:3306/leaf?useUnicode=true&characterEncoding=utf8
+//! leaf.jdbc.username=root
+//! leaf.jdbc.password=secret
+//! leaf.snowflake.enable=true
+//! leaf.snowflake.zk.address=127.0.0.1:2181
+//! leaf.snowflake.port=8080
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// What `leafid serve` runs: a segment store URL and a snowflake registry URL, each
+/// present only when that mode is enabled.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ServeConfig {
+    /// The segment store (`mysql://user:pass@host:port/db`), when segment mode is on.
+    pub segment_url: Option<String>,
+    /// The snowflake worker-id registry (`zookeeper://…`, `fixed:7`, …), when snowflake
+    /// mode is on.
+    pub snowflake_url: Option<String>,
+}
+
+impl fmt::Debug for ServeConfig {
+    // By hand: both URLs may carry a password.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shown = |u: &Option<String>| u.as_deref().map(leafid::redact::url);
+        f.debug_struct("ServeConfig")
+            .field("segment_url", &shown(&self.segment_url))
+            .field("snowflake_url", &shown(&self.snowflake_url))
+            .finish()
+    }
+}
+
+/// A `leaf.properties` that cannot be used: names the key and the form it expects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The key at fault.
+    pub key: String,
+    /// What is wrong and what a correct value looks like.
+    pub reason: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "leaf.properties: {}: {}", self.key, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Parses the text of a Java properties file: `key=value`, `key: value` or
+/// `key value`, `#` and `!` comments, a trailing `\` continuing a line, and the escapes
+/// `\t \n \r \\ \= \: \uXXXX`. Later keys win, as in `java.util.Properties`.
+pub fn parse_properties(text: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut lines = text.lines();
+    while let Some(first) = lines.next() {
+        let mut line = first.trim_start().to_string();
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+            continue;
+        }
+        // An odd number of trailing backslashes continues the logical line.
+        while line.chars().rev().take_while(|&c| c == '\\').count() % 2 == 1 {
+            line.pop();
+            match lines.next() {
+                Some(next) => line.push_str(next.trim_start()),
+                None => break,
+            }
+        }
+        let (key, value) = split_key(&line);
+        out.insert(unescape(key), unescape(value));
+    }
+    out
+}
+
+/// Splits a logical line at the first unescaped `=`, `:` or whitespace.
+fn split_key(line: &str) -> (&str, &str) {
+    let mut escaped = false;
+    for (i, c) in line.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            '=' | ':' => return (&line[..i], line[i + 1..].trim_start()),
+            c if c.is_whitespace() => {
+                let rest = line[i..].trim_start();
+                let rest = rest
+                    .strip_prefix(['=', ':'])
+                    .map(str::trim_start)
+                    .unwrap_or(rest);
+                return (&line[..i], rest);
+            }
+            _ => {}
+        }
+    }
+    (line, "")
+}
+
+fn unescape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('t') => out.push('\t'),
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('f') => out.push('\u{c}'),
+            Some('u') => {
+                let hex: String = chars.by_ref().take(4).collect();
+                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                    Some(u) => out.push(u),
+                    None => out.push_str(&hex),
+                }
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
+}
+
+/// Reads a `leaf.properties` text into the URLs `leafid serve` runs on.
+pub fn from_properties(text: &str) -> Result<ServeConfig, ConfigError> {
+    let props = parse_properties(text);
+    let get = |k: &str| props.get(k).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let mut config = ServeConfig::default();
+
+    if flag(&props, "leaf.segment.enable")? {
+        config.segment_url = Some(jdbc_to_url(&props)?);
+    }
+    if flag(&props, "leaf.snowflake.enable")? {
+        let name = get("leaf.name").ok_or_else(|| {
+            err(
+                "leaf.name",
+                "missing; snowflake mode needs it (the ZooKeeper path /snowflake/{leaf.name}), e.g. leaf.name=com.sankuai.leaf.opensource.test",
+            )
+        })?;
+        let port = port(&props)?;
+        let mode = get("leaf.snowflake.mode").unwrap_or("zk_normal");
+        let zk = || {
+            get("leaf.snowflake.zk.address").ok_or_else(|| {
+                err(
+                    "leaf.snowflake.zk.address",
+                    format!("missing; mode {mode} needs a ZooKeeper connect string host:port[,host:port…], e.g. 127.0.0.1:2181"),
+                )
+            })
+        };
+        config.snowflake_url = Some(match mode {
+            "zk_normal" => format!("zookeeper://{}/{name}?port={port}", zk()?),
+            "zk_recycle" => format!("zookeeper-recycle://{}/{name}?port={port}", zk()?),
+            "mysql" => format!("{}?port={port}", jdbc_to_url(&props)?),
+            "local" => format!("fixed:{}", local_worker_id(&props, port)?),
+            other => {
+                return Err(err(
+                    "leaf.snowflake.mode",
+                    format!("unknown mode {other:?}; expected zk_normal (default), zk_recycle, mysql or local"),
+                ))
+            }
+        });
+    }
+    Ok(config)
+}
+
+/// A `true`/`false` key; absent means `true`, Leaf's code default.
+fn flag(props: &HashMap<String, String>, key: &str) -> Result<bool, ConfigError> {
+    match props
+        .get(key)
+        .map(|v| v.trim().to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("true") => Ok(true),
+        Some("false") => Ok(false),
+        Some(other) => Err(err(
+            key,
+            format!("{other:?} is not a boolean; expected true or false"),
+        )),
+    }
+}
+
+/// `leaf.snowflake.port`, parsed as Leaf does (`Integer.parseInt`).
+fn port(props: &HashMap<String, String>) -> Result<u16, ConfigError> {
+    let key = "leaf.snowflake.port";
+    let raw = props.get(key).map(|v| v.trim()).unwrap_or("");
+    if raw.is_empty() {
+        return Err(err(
+            key,
+            "missing; snowflake mode needs this server's identity port, e.g. leaf.snowflake.port=8080",
+        ));
+    }
+    raw.parse().map_err(|_| {
+        err(
+            key,
+            format!("{raw:?} is not a port; expected an integer 0-65535, e.g. 8080"),
+        )
+    })
+}
+
+/// `leaf.jdbc.url` (`jdbc:mysql://host:port/db?…`) with `leaf.jdbc.username` and
+/// `leaf.jdbc.password` as leafid's `mysql://user:pass@host:port/db`. The JDBC
+/// parameters (`useUnicode`, `characterEncoding`, …) are Connector/J's and are dropped.
+fn jdbc_to_url(props: &HashMap<String, String>) -> Result<String, ConfigError> {
+    let key = "leaf.jdbc.url";
+    let form = "expected jdbc:mysql://host:port/database[?params], e.g. jdbc:mysql://127.0.0.1:3306/leaf?useUnicode=true";
+    let raw = props.get(key).map(|v| v.trim()).unwrap_or("");
+    if raw.is_empty() {
+        return Err(err(key, format!("missing; {form}")));
+    }
+    let rest = raw
+        .strip_prefix("jdbc:mysql://")
+        .or_else(|| raw.strip_prefix("jdbc:mariadb://"))
+        .ok_or_else(|| {
+            err(
+                key,
+                format!(
+                    "{} is not a MySQL JDBC URL; {form}",
+                    leafid::redact::url(raw)
+                ),
+            )
+        })?;
+    let rest = rest.split(['?', ';']).next().unwrap_or("");
+    let (host, db) = rest
+        .split_once('/')
+        .filter(|(h, d)| !h.is_empty() && !d.is_empty() && !h.contains('@'))
+        .ok_or_else(|| {
+            err(
+                key,
+                format!(
+                    "{} names no host or database; {form}",
+                    leafid::redact::url(raw)
+                ),
+            )
+        })?;
+    let user = props
+        .get("leaf.jdbc.username")
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            err(
+                "leaf.jdbc.username",
+                "missing; the database user for leaf.jdbc.url, e.g. leaf.jdbc.username=root",
+            )
+        })?;
+    // The password is taken as written (spaces included); an empty one means none.
+    let password = props
+        .get("leaf.jdbc.password")
+        .map(String::as_str)
+        .unwrap_or("");
+    let creds = if password.is_empty() {
+        encode(user)
+    } else {
+        format!("{}:{}", encode(user), encode(password))
+    };
+    Ok(format!("mysql://{creds}@{host}/{db}"))
+}
+
+/// Percent-encodes everything but unreserved characters, for the user info of a URL.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The fork's `local` mode: `leaf.snowflake.local.workIdMap` (`{"ip:port": workId}`)
+/// gives this server's id. leafid takes the one entry whose port is ours.
+fn local_worker_id(props: &HashMap<String, String>, port: u16) -> Result<u32, ConfigError> {
+    let key = "leaf.snowflake.local.workIdMap";
+    let form = "expected a JSON map {\"ip:port\": workId} with one entry for leaf.snowflake.port";
+    let raw = props.get(key).map(|v| v.trim()).unwrap_or("");
+    let map: HashMap<String, serde_json::Value> =
+        serde_json::from_str(raw).map_err(|e| err(key, format!("not a JSON map ({e}); {form}")))?;
+    let suffix = format!(":{port}");
+    let mine: Vec<_> = map.iter().filter(|(k, _)| k.ends_with(&suffix)).collect();
+    match mine.as_slice() {
+        [(_, id)] => id
+            .as_u64()
+            .and_then(|id| u32::try_from(id).ok())
+            .ok_or_else(|| {
+                err(
+                    key,
+                    format!("workId {id} is not a non-negative integer; {form}"),
+                )
+            }),
+        [] => Err(err(key, format!("no entry for port {port}; {form}"))),
+        _ => Err(err(key, format!("several entries for port {port}; {form}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEAF: &str = "leaf.name=com.sankuai.leaf.opensource.test\n\
+        leaf.segment.enable=true\n\
+        leaf.jdbc.url=jdbc:mysql://127.0.0.1:3306/leaf?useUnicode=true&characterEncoding=utf8\n\
+        leaf.jdbc.username=root\n\
+        leaf.jdbc.password=p@ss:w/rd\n\
+        leaf.snowflake.enable=true\n\
+        leaf.snowflake.zk.address=127.0.0.1:2181\n\
+        leaf.snowflake.port=8080\n";
+
+    #[test]
+    fn leaf_shipped_keys_become_core_urls() {
+        let c = from_properties(LEAF).unwrap();
+        assert_eq!(
+            c.segment_url.as_deref(),
+            Some("mysql://root:p%40ss%3Aw%2Frd@127.0.0.1:3306/leaf")
+        );
+        assert_eq!(
+            c.snowflake_url.as_deref(),
+            Some("zookeeper://127.0.0.1:2181/com.sankuai.leaf.opensource.test?port=8080")
+        );
+        assert!(!format!("{c:?}").contains("p%40ss"));
+    }
+
+    #[test]
+    fn modes_default_to_enabled_and_can_be_switched_off() {
+        let c = from_properties("leaf.segment.enable=false\nleaf.snowflake.enable=false").unwrap();
+        assert_eq!(c, ServeConfig::default());
+        let e = from_properties("leaf.snowflake.enable=false").unwrap_err();
+        assert_eq!(e.key, "leaf.jdbc.url");
+    }
+
+    #[test]
+    fn fork_modes_pick_the_registry() {
+        let base = "leaf.segment.enable=false\nleaf.name=n\nleaf.snowflake.port=7000\n";
+        let c = |extra: &str| from_properties(&format!("{base}{extra}"));
+        let recycle = c("leaf.snowflake.mode=zk_recycle\nleaf.snowflake.zk.address=h:1").unwrap();
+        assert_eq!(
+            recycle.snowflake_url.unwrap(),
+            "zookeeper-recycle://h:1/n?port=7000"
+        );
+        let local = c("leaf.snowflake.mode=local\nleaf.snowflake.local.workIdMap={\"10.0.0.1:7000\":5,\"10.0.0.2:7001\":6}").unwrap();
+        assert_eq!(local.snowflake_url.unwrap(), "fixed:5");
+        let mysql = c("leaf.snowflake.mode=mysql\nleaf.jdbc.url=jdbc:mysql://db:3306/leaf\nleaf.jdbc.username=u").unwrap();
+        assert_eq!(
+            mysql.snowflake_url.unwrap(),
+            "mysql://u@db:3306/leaf?port=7000"
+        );
+        assert_eq!(
+            c("leaf.snowflake.mode=etcd").unwrap_err().key,
+            "leaf.snowflake.mode"
+        );
+    }
+
+    #[test]
+    fn bad_values_name_the_key_and_the_form() {
+        let e =
+            from_properties("leaf.segment.enable=false\nleaf.name=n\nleaf.snowflake.port=eighty")
+                .unwrap_err();
+        assert_eq!(e.key, "leaf.snowflake.port");
+        assert!(e.to_string().contains("expected an integer"), "{e}");
+        let e = from_properties("leaf.snowflake.enable=false\nleaf.jdbc.url=mysql://db/leaf\nleaf.jdbc.password=hunter22").unwrap_err();
+        assert_eq!(e.key, "leaf.jdbc.url");
+        assert!(
+            e.to_string().contains("jdbc:mysql://host:port/database"),
+            "{e}"
+        );
+        let e = from_properties("leaf.segment.enable=yes").unwrap_err();
+        assert_eq!(e.key, "leaf.segment.enable");
+    }
+
+    #[test]
+    fn java_properties_syntax() {
+        let p = parse_properties("# c\n! c\n a = 1\nb:2\nc 3\nd=x\\\n   y\ne=\\u0041\\=");
+        assert_eq!(p["a"], "1");
+        assert_eq!(p["b"], "2");
+        assert_eq!(p["c"], "3");
+        assert_eq!(p["d"], "xy");
+        assert_eq!(p["e"], "A=");
+    }
+}

@@ -1,0 +1,359 @@
+//! Leaf's HTTP API on axum: the same paths, status codes and bodies as Java Leaf's
+//! `LeafController` and `LeafMonitorController` (leaf-spec §5), plus a batch form,
+//! `/health` and `/metrics`.
+//!
+//! Handlers take an id with the core's never-waiting calls (`next_id_now`) and await the
+//! `_async` ones only when no id is at hand (a tag's first use, both segments spent), so
+//! no runtime worker thread ever blocks on the database or ZooKeeper.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, OriginalUri, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use axum::{Json, Router};
+use leafid::{Error, SegmentGenerator, SnowflakeGenerator};
+
+use crate::metrics::Metrics;
+use crate::pages;
+
+/// What the handlers share: the generators of the enabled modes and the metrics.
+#[derive(Clone)]
+pub struct AppState {
+    /// The segment generator, when segment mode is on (off: ids are `0`, as Leaf's ZeroIDGen).
+    pub segment: Option<SegmentGenerator>,
+    /// The snowflake generator, when snowflake mode is on.
+    pub snowflake: Option<SnowflakeGenerator>,
+    /// The metrics `/metrics` serves.
+    pub metrics: Arc<Metrics>,
+}
+
+/// Every route. Leaf maps its controllers with `@RequestMapping` (any method), so do we.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/api/segment/get/{key}", any(segment_get))
+        .route("/api/snowflake/get/{key}", any(snowflake_get))
+        .route("/cache", any(cache))
+        .route("/db", any(db))
+        .route("/decodeSnowflakeId", any(decode))
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .with_state(state)
+}
+
+/// Whether the caller is a browser (`Accept: text/html`): Spring Boot answers those
+/// with its Whitelabel HTML page instead of the JSON error body. Reads one header, so
+/// the success path pays nothing more.
+struct Browser(bool);
+
+impl<S: Send + Sync> FromRequestParts<S> for Browser {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let html = parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|a| a.contains("text/html"));
+        Ok(Browser(html))
+    }
+}
+
+/// Spring Boot's error answer: its JSON body, or the Whitelabel page for a browser.
+fn spring_failure(
+    status: StatusCode,
+    exception: Option<&str>,
+    message: &str,
+    path: &str,
+    browser: Browser,
+) -> Response {
+    let error = status.canonical_reason().unwrap_or("Error");
+    let body = pages::spring_error(status.as_u16(), error, exception, message, path);
+    if browser.0 {
+        (status, html(pages::whitelabel(&body))).into_response()
+    } else {
+        (status, Json(body)).into_response()
+    }
+}
+
+/// The query of the id endpoints: `?count=N` asks for N ids, one per line.
+type Params = Query<HashMap<String, String>>;
+
+async fn segment_get(
+    State(s): State<AppState>,
+    Path(key): Path<String>,
+    Query(params): Params,
+    OriginalUri(uri): OriginalUri,
+    browser: Browser,
+) -> Response {
+    let count = match batch_size(&params) {
+        Ok(count) => count,
+        Err(resp) => return resp,
+    };
+    let Some(gen) = &s.segment else {
+        return ids_body(&vec![0; count.unwrap_or(1)]); // Leaf's ZeroIDGen
+    };
+    let result = match count {
+        None => next_segment_id(gen, &key).await.map(|id| vec![id]),
+        Some(n) => next_segment_ids(gen, &key, n).await,
+    };
+    match result {
+        Ok(ids) => {
+            s.metrics.segment_issued(&key, ids.len() as u64);
+            ids_body(&ids)
+        }
+        Err(e) => leaf_failure(
+            &s.metrics,
+            "segment",
+            segment_code(&e),
+            &e,
+            uri.path(),
+            browser,
+        ),
+    }
+}
+
+async fn next_segment_id(gen: &SegmentGenerator, key: &str) -> Result<i64, Error> {
+    match gen.next_id_now(key) {
+        // Not at hand: a first load, a refill, or a tag not yet in the cache (made by
+        // another process). Await it without holding a thread.
+        Err(Error::SegmentsExhausted { .. } | Error::TagNotFound { .. }) => {
+            gen.next_id_async(key).await
+        }
+        other => other,
+    }
+}
+
+async fn next_segment_ids(gen: &SegmentGenerator, key: &str, n: usize) -> Result<Vec<i64>, Error> {
+    match gen.next_ids_now(key, n) {
+        Err(Error::SegmentsExhausted { .. } | Error::TagNotFound { .. }) => {
+            gen.next_ids_async(key, n).await
+        }
+        other => other,
+    }
+}
+
+async fn snowflake_get(
+    State(s): State<AppState>,
+    // Leaf requires the key but ignores it.
+    Path(_key): Path<String>,
+    Query(params): Params,
+    OriginalUri(uri): OriginalUri,
+    browser: Browser,
+) -> Response {
+    let count = match batch_size(&params) {
+        Ok(count) => count,
+        Err(resp) => return resp,
+    };
+    let Some(gen) = &s.snowflake else {
+        return ids_body(&vec![0; count.unwrap_or(1)]);
+    };
+    let n = count.unwrap_or(1);
+    let result = match gen.next_ids_now(n) {
+        Ok(ids) => Ok(ids),
+        // Closed is final; anything else (a late heartbeat, a registry hiccup, a small
+        // clock step) may pass: the async call waits for it on the core's runtime.
+        Err(Error::Closed) => Err(Error::Closed),
+        Err(_) => gen.next_ids_async(n).await,
+    };
+    match result {
+        Ok(ids) => {
+            s.metrics
+                .snowflake_issued(gen.worker_id(), ids.len() as u64);
+            ids_body(&ids)
+        }
+        Err(e) => leaf_failure(
+            &s.metrics,
+            "snowflake",
+            snowflake_code(&e),
+            &e,
+            uri.path(),
+            browser,
+        ),
+    }
+}
+
+/// `?count=N`: `None` without it; 1..=`leafid::limits::MAX_BATCH`, else a 400.
+#[allow(clippy::result_large_err)] // the error is the response itself
+fn batch_size(params: &HashMap<String, String>) -> Result<Option<usize>, Response> {
+    let Some(raw) = params.get("count") else {
+        return Ok(None);
+    };
+    let bad = |why: String| {
+        let msg = format!(
+            "count={raw:?}: {why}; ask for 1 to {} ids",
+            leafid::limits::MAX_BATCH
+        );
+        (StatusCode::BAD_REQUEST, msg).into_response()
+    };
+    let n: u64 = raw
+        .parse()
+        .map_err(|_| bad("not a positive integer".into()))?;
+    if n == 0 {
+        return Err(bad("zero ids".into()));
+    }
+    leafid::limits::batch(n)
+        .map(Some)
+        .map_err(|e| bad(e.to_string()))
+}
+
+/// Ids as plain text: Leaf's single decimal id, or one id per line for a batch.
+fn ids_body(ids: &[i64]) -> Response {
+    let body = match ids {
+        [id] => id.to_string(),
+        ids => {
+            let mut out = String::with_capacity(ids.len() * 20);
+            for id in ids {
+                // Infallible: writing to a String.
+                let _ = writeln!(out, "{id}");
+            }
+            out
+        }
+    };
+    ([(header::CONTENT_TYPE, "text/plain;charset=UTF-8")], body).into_response()
+}
+
+/// Leaf's segment result codes (leaf-spec §1.9).
+fn segment_code(e: &Error) -> i64 {
+    match e {
+        Error::Closed => -1,
+        Error::TagNotFound { .. } | Error::InvalidTag { .. } => -2,
+        _ => -3,
+    }
+}
+
+/// Leaf's snowflake result codes (leaf-spec §2.3), and -4 when the worker id's
+/// registry stops issuing (leafid's lease; leaf-spec §8).
+fn snowflake_code(e: &Error) -> i64 {
+    match e {
+        Error::Closed => -1,
+        Error::ClockMovedBackwards { .. } | Error::TimestampOverflow { .. } => -3,
+        _ => -4,
+    }
+}
+
+/// Leaf's failure: HTTP 500 with Spring Boot's error body whose message is
+/// `Result{id=-N, status=EXCEPTION}`.
+fn leaf_failure(
+    metrics: &Metrics,
+    mode: &'static str,
+    code: i64,
+    e: &Error,
+    path: &str,
+    browser: Browser,
+) -> Response {
+    metrics.error(mode, code, e.name());
+    tracing::debug!(mode, code, error = %e, path, "id request failed");
+    spring_failure(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Some("com.sankuai.inf.leaf.server.exception.LeafServerException"),
+        &format!("Result{{id={code}, status=EXCEPTION}}"),
+        path,
+        browser,
+    )
+}
+
+/// Leaf's answer on a monitor page when segment mode is off: a 500 from
+/// `IllegalArgumentException`.
+fn segment_disabled(path: &str, browser: Browser) -> Response {
+    spring_failure(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        Some("java.lang.IllegalArgumentException"),
+        "You should config leaf.segment.enable=true first",
+        path,
+        browser,
+    )
+}
+
+fn html(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "text/html;charset=UTF-8")], body).into_response()
+}
+
+async fn cache(
+    State(s): State<AppState>,
+    OriginalUri(uri): OriginalUri,
+    browser: Browser,
+) -> Response {
+    match &s.segment {
+        Some(gen) => html(pages::cache(&gen.stats())),
+        None => segment_disabled(uri.path(), browser),
+    }
+}
+
+async fn db(
+    State(s): State<AppState>,
+    OriginalUri(uri): OriginalUri,
+    browser: Browser,
+) -> Response {
+    let Some(gen) = &s.segment else {
+        return segment_disabled(uri.path(), browser);
+    };
+    match gen.rows().await {
+        Ok(rows) => html(pages::db(&rows)),
+        Err(e) => spring_failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            &e.to_string(),
+            uri.path(),
+            browser,
+        ),
+    }
+}
+
+async fn decode(
+    Query(params): Params,
+    OriginalUri(uri): OriginalUri,
+    browser: Browser,
+) -> Response {
+    match params.get("snowflakeId") {
+        Some(raw) => Json(pages::decode(raw)).into_response(),
+        // Spring's answer to a missing required @RequestParam.
+        None => spring_failure(
+            StatusCode::BAD_REQUEST,
+            Some("org.springframework.web.bind.MissingServletRequestParameterException"),
+            "Required String parameter 'snowflakeId' is not present",
+            uri.path(),
+            browser,
+        ),
+    }
+}
+
+async fn health(State(s): State<AppState>) -> Response {
+    let body = serde_json::json!({
+        "status": "UP",
+        "segment": s.segment.is_some(),
+        "snowflake": s.snowflake.as_ref().map(|g| serde_json::json!({ "workerId": g.worker_id() })),
+    });
+    Json(body).into_response()
+}
+
+async fn metrics(State(s): State<AppState>) -> Response {
+    match s.metrics.render() {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// Spring Boot's 404 for paths it does not map (an empty key, `/api/segment/get/`, lands
+/// here, as in Leaf).
+async fn not_found(OriginalUri(uri): OriginalUri, browser: Browser) -> Response {
+    spring_failure(
+        StatusCode::NOT_FOUND,
+        None,
+        "No message available",
+        uri.path(),
+        browser,
+    )
+}

@@ -1,0 +1,109 @@
+//! `leafid serve`: starts the generators, serves the routes, shuts down gracefully.
+
+use std::sync::Arc;
+
+use leafid::{SegmentGenerator, SegmentOptions, SnowflakeGenerator};
+
+use crate::cli::ServeArgs;
+use crate::config::{self, ServeConfig};
+use crate::http::{self, AppState};
+use crate::metrics::Metrics;
+
+/// The configuration from `--config` and the URL flags (flags win).
+pub fn resolve(args: &ServeArgs) -> Result<ServeConfig, String> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            config::from_properties(&text).map_err(|e| e.to_string())?
+        }
+        None => ServeConfig::default(),
+    };
+    if let Some(url) = &args.url {
+        config.segment_url = Some(url.clone());
+    }
+    if let Some(url) = &args.snowflake {
+        config.snowflake_url = Some(url.clone());
+    }
+    if args.config.is_none() && args.url.is_none() && args.snowflake.is_none() {
+        return Err(
+            "nothing to serve: give --config leaf.properties, or --url and/or --snowflake".into(),
+        );
+    }
+    Ok(config)
+}
+
+/// Runs the server until SIGTERM or SIGINT, then stops accepting, lets requests in
+/// flight finish and releases the snowflake worker id.
+pub async fn run(args: ServeArgs) -> Result<(), String> {
+    let config = resolve(&args)?;
+    let segment = match &config.segment_url {
+        Some(url) => Some(
+            SegmentGenerator::connect(url, SegmentOptions::default())
+                .await
+                .map_err(|e| format!("segment store {}: {e}", leafid::redact::url(url)))?,
+        ),
+        None => None,
+    };
+    let snowflake = match &config.snowflake_url {
+        Some(url) => Some(
+            SnowflakeGenerator::builder()
+                .registry_url(url)
+                .map_err(|e| e.to_string())?
+                .build()
+                .await
+                .map_err(|e| format!("snowflake registry {}: {e}", leafid::redact::url(url)))?,
+        ),
+        None => None,
+    };
+    let metrics = Arc::new(Metrics::new(segment.clone(), snowflake.clone()));
+    let state = AppState {
+        segment: segment.clone(),
+        snowflake: snowflake.clone(),
+        metrics,
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(
+        segment = segment.is_some(),
+        snowflake_worker = snowflake.as_ref().map(|g| g.worker_id()),
+        "listening on {addr}"
+    );
+    axum::serve(listener, http::router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(gen) = snowflake {
+        let released = gen.close_async().await;
+        tracing::info!(released, "snowflake generator closed");
+    }
+    if let Some(gen) = segment {
+        gen.close();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on the first SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down: no new connections, finishing requests");
+}

@@ -1,0 +1,163 @@
+//! Starting the built `leafid` binary against the real services, and plain HTTP GETs
+//! as Leaf's callers make them.
+
+#![allow(dead_code)] // each test file uses a part
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The MariaDB of `scripts/services.sh`.
+pub fn mysql_url() -> String {
+    std::env::var("LEAFID_MYSQL_URL").expect(
+        "LEAFID_MYSQL_URL is not set: start the services (scripts/services.sh start) and \
+         source their env",
+    )
+}
+
+/// The ZooKeeper of `scripts/services.sh` (`host:port`).
+pub fn zk() -> String {
+    std::env::var("LEAFID_ZK").expect(
+        "LEAFID_ZK is not set: start the services (scripts/services.sh start) and source their env",
+    )
+}
+
+/// A name no other test or run uses (tags, ZooKeeper names): no `-`, which Leaf refuses.
+pub fn fresh(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}_{}_{nanos}", std::process::id())
+}
+
+/// The `leafid` binary.
+pub fn leafid() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_leafid"))
+}
+
+/// A running `leafid serve` on a loopback port the OS picked; stopped (SIGTERM) on drop.
+pub struct Server {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    /// Every stderr line after start-up, for tests that check the log.
+    pub log: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Starts `leafid serve --listen 127.0.0.1:0 ARGS…` and waits for its
+    /// "listening on" line.
+    pub fn start(args: &[&str]) -> Server {
+        let mut child = leafid()
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn leafid serve");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        // Drains stderr for the server's whole life, so its log never blocks it.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => {
+                    if let Some(at) = line.find("listening on ") {
+                        let addr = line[at + 13..]
+                            .split_whitespace()
+                            .next()
+                            .unwrap()
+                            .to_string();
+                        return Server {
+                            child,
+                            base: format!("http://{addr}"),
+                            log: rx,
+                        };
+                    }
+                    seen.push(line);
+                }
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("leafid serve did not start; its log:\n{}", seen.join("\n"));
+                }
+            }
+        }
+    }
+
+    /// `GET path`: (status, content type, body).
+    pub fn get(&self, path: &str) -> (u16, String, String) {
+        get(&format!("{}{path}", self.base))
+    }
+
+    /// Sends SIGTERM and waits for the exit; returns the exit status's success.
+    pub fn stop(mut self) -> bool {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> bool {
+        // SAFETY: kill(2) on our own child's pid (not yet reaped, so not reused); no
+        // memory is involved.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        self.child.wait().map(|s| s.success()).unwrap_or(false)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.terminate();
+        }
+    }
+}
+
+/// A plain HTTP GET, as services call Leaf: (status, content type, body). Error
+/// statuses are answers, not failures.
+pub fn get(url: &str) -> (u16, String, String) {
+    get_accepting(url, "*/*")
+}
+
+/// [`get`] with an `Accept` header (a browser sends `text/html,…`).
+pub fn get_accepting(url: &str, accept: &str) -> (u16, String, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut resp = agent
+        .get(url)
+        .header("Accept", accept)
+        .call()
+        .unwrap_or_else(|e| panic!("GET {url}: {e}"));
+    let status = resp.status().as_u16();
+    let ctype = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = resp.body_mut().read_to_string().unwrap();
+    (status, ctype, body)
+}
+
+/// Creates `tag` in the MariaDB table through the core (its first segment then belongs
+/// to this process, which drops it).
+pub fn create_tag(tag: &str, step: i64) {
+    let gen = leafid::SegmentGenerator::connect_blocking(&mysql_url(), Default::default()).unwrap();
+    let g = gen.clone();
+    let tag = tag.to_string();
+    leafid::runtime::block_on(
+        async move { g.create_tag(&tag, 1, step, "leafid-server test").await },
+    )
+    .unwrap();
+    gen.close();
+}

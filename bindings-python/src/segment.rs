@@ -163,7 +163,10 @@ impl PySegmentGenerator {
         description: &str,
         exist_ok: bool,
     ) -> PyResult<()> {
-        wait(py, self.create_tag_future(tag, start, step, description, exist_ok))
+        wait(
+            py,
+            self.create_tag_future(tag, start, step, description, exist_ok),
+        )
     }
 
     #[pyo3(signature = (tag, start=1, step=1000, description="", *, exist_ok=false))]
@@ -176,7 +179,10 @@ impl PySegmentGenerator {
         description: &str,
         exist_ok: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.create_tag_future(tag, start, step, description, exist_ok))
+        awaitable(
+            py,
+            self.create_tag_future(tag, start, step, description, exist_ok),
+        )
     }
 
     fn create_table(&self, py: Python<'_>) -> PyResult<()> {
@@ -256,7 +262,9 @@ impl PySegmentGenerator {
         let (g, tag, description) = (self.inner.clone(), tag.to_string(), description.to_string());
         async move {
             if exist_ok {
-                g.ensure_tag(&tag, start, step, &description).await.map(drop)
+                g.ensure_tag(&tag, start, step, &description)
+                    .await
+                    .map(drop)
             } else {
                 g.create_tag(&tag, start, step, &description).await
             }

@@ -219,7 +219,10 @@ mod tests {
             panic!("{e:?}")
         };
         let mine = super::super::default_cache_dir().join("workers");
-        assert!(msg.contains(&format!("local://{}", mine.display())), "{msg}");
+        assert!(
+            msg.contains(&format!("local://{}", mine.display())),
+            "{msg}"
+        );
         let other = std::io::Error::from(std::io::ErrorKind::NotFound);
         assert!(matches!(
             not_creatable(std::path::Path::new("/x"), other),

@@ -288,9 +288,9 @@ impl ZookeeperRegistry {
                 None => format!("ZooKeeper session {:#x}", stat.ephemeral_owner),
             };
             // A holder of this host that has died: its node goes within the session timeout.
-            let dead_here = other
-                .as_ref()
-                .is_some_and(|r| r.host == super::host_lock::host_name() && !super::host_lock::pid_alive(r.pid));
+            let dead_here = other.as_ref().is_some_and(|r| {
+                r.host == super::host_lock::host_name() && !super::host_lock::pid_alive(r.pid)
+            });
             if !dead_here || tokio::time::Instant::now() >= give_up {
                 return Err(self.in_use(None, holder));
             }

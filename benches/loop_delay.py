@@ -40,8 +40,16 @@ def unique(prefix: str) -> str:
 
 
 def later(seconds: float, fn: Callable[[], None]) -> None:
-    """Runs `fn` from a timer thread: faults end whatever the loop is doing."""
-    t = threading.Timer(seconds, fn)
+    """Runs `fn` from a timer thread: faults end whatever the loop is doing. A scenario
+    that ended early (a connect that failed fast) has closed its proxy: nothing to end."""
+
+    def run() -> None:
+        try:
+            fn()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    t = threading.Timer(seconds, run)
     t.daemon = True
     t.start()
 

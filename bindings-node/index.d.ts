@@ -105,6 +105,11 @@ export interface CreateTagOptions {
   step?: number | bigint;
   /** Free text (""). */
   description?: string;
+  /**
+   * A tag already in the store is fine (false): it is left as it is (start and step not
+   * compared) and usable at once, so a start-up script can run twice.
+   */
+  existOk?: boolean;
 }
 
 /** One segment: ids `value..max` remain. */

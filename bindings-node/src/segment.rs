@@ -38,13 +38,14 @@ fn segment_options(options: Unknown<'_>) -> Fallible<SegmentOptions> {
     })
 }
 
-/// `createTag`'s options: start (1), step (1000), description ("").
-fn create_tag_options(options: Unknown<'_>) -> Fallible<(i64, i64, String)> {
+/// `createTag`'s options: start (1), step (1000), description (""), existOk (false).
+fn create_tag_options(options: Unknown<'_>) -> Fallible<(i64, i64, String, bool)> {
     let o = args::options(options, "options")?;
     Ok((
         o.get("start", args::int64)?.unwrap_or(1),
         o.get("step", args::int64)?.unwrap_or(1000),
         o.get("description", args::string)?.unwrap_or_default(),
+        o.get("existOk", args::boolean)?.unwrap_or(false),
     ))
 }
 
@@ -138,14 +139,23 @@ impl JsSegmentGenerator {
         self.inner.tags()
     }
 
-    /// Inserts a tag and makes it usable at once.
+    /// Inserts a tag and makes it usable at once; with `existOk`, a tag already in the
+    /// store is left as it is (the core's `ensure_tag`).
     #[napi]
     pub fn create_tag(&self, tag: Unknown<'_>, options: Unknown<'_>) -> Pending<()> {
         let g = self.inner.clone();
         pending((|| {
             let tag = args::string(tag, Name::Arg("tag"))?;
-            let (start, step, description) = create_tag_options(options)?;
-            Ok(async move { g.create_tag(&tag, start, step, &description).await })
+            let (start, step, description, exist_ok) = create_tag_options(options)?;
+            Ok(async move {
+                if exist_ok {
+                    g.ensure_tag(&tag, start, step, &description)
+                        .await
+                        .map(drop)
+                } else {
+                    g.create_tag(&tag, start, step, &description).await
+                }
+            })
         })())
     }
 

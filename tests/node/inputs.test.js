@@ -72,6 +72,7 @@ function rows({ gen, handle, sf, cipher }) {
     ['SegmentGenerator#createTag options.start', '?int64', (v) => gen.createTag('fresh', { start: v })],
     ['SegmentGenerator#createTag options.step', '?int64', (v) => gen.createTag('fresh', { step: v })],
     ['SegmentGenerator#createTag options.description', '?string', (v) => gen.createTag('fresh', { description: v })],
+    ['SegmentGenerator#createTag options.existOk', '?boolean', (v) => gen.createTag('fresh', { existOk: v })],
     ['TagHandle#nextIds n', 'count', (v) => handle.nextIds(v)],
     ['TagHandle#nextIdsAsync n', 'count', (v) => handle.nextIdsAsync(v)],
     ['SnowflakeGenerator.connect options', 'requiredObject', (v) => SnowflakeGenerator.connect(v)],

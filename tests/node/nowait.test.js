@@ -165,3 +165,14 @@ test('a tags option that claims a huge length is a RangeError, not an abort', as
     { name: 'RangeError', code: 'ERR_OUT_OF_RANGE' },
   );
 });
+
+test('createTag with existOk runs twice, and the tag has ids at hand right after either call', async () => {
+  const url = `sqlite://${tmpdir()}/ids.db`;
+  for (let run = 0; run < 2; run++) {
+    const gen = await SegmentGenerator.connect(url, { waitTimeoutMs: 0 });
+    await gen.createTag('twice', { start: 1, step: 10, existOk: true });
+    assert.equal(typeof gen.tag('twice').nextId(), 'bigint'); // never waits, and need not
+    await assert.rejects(gen.createTag('twice'), { code: 'LEAF_TAG_EXISTS' });
+    await gen.close();
+  }
+});

@@ -4,7 +4,8 @@ import { SegmentGenerator, SnowflakeGenerator, decode, type LeafError } from 'le
 
 export async function segmentExample(url: string): Promise<bigint[]> {
   const gen = await SegmentGenerator.connect(url, { createTable: true, tags: ['order'] });
-  await gen.createTag('order', { start: 1, step: 1000, description: 'order ids' }).catch((e: LeafError) => {
+  await gen.createTag('order', { start: 1, step: 1000, description: 'order ids', existOk: true });
+  await gen.createTag('order', { start: 1 }).catch((e: LeafError) => {
     if (e.code !== 'LEAF_TAG_EXISTS') throw e;
   });
   const order = gen.tag('order'); // a handle: no lookup per call

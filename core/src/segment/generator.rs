@@ -360,7 +360,10 @@ impl SegmentGenerator {
                     // both spellings would give one row two buffers.
                     match inner.store()?.has_tag(&tag).await {
                         Ok(true) => {
-                            inner.add_tag(tag.clone()).load_first(&inner);
+                            // As for a new tag: usable at once, first segment loaded (a
+                            // failed load is the store's trouble, reported on use).
+                            let buf = inner.add_tag(tag.clone());
+                            let _ = buf.first_loaded(&inner).await;
                             Err(Error::TagExists { tag })
                         }
                         Ok(false) => Err(Error::InvalidTag {

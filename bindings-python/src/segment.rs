@@ -37,16 +37,6 @@ fn options(
     })
 }
 
-/// Whether a no-wait attempt needs the core's waiting path: no id at hand, or a tag
-/// missing from the cache (the waiting path looks it up in the store). Other errors are
-/// final; a switch to a loaded segment needed no wait at all.
-fn needs_wait(e: &leafid::Error) -> bool {
-    matches!(
-        e,
-        leafid::Error::SegmentsExhausted { .. } | leafid::Error::TagNotFound { .. }
-    )
-}
-
 #[pymethods]
 impl PySegmentGenerator {
     // Python keyword arguments, one per option: the signature is the API.
@@ -117,10 +107,8 @@ impl PySegmentGenerator {
         if let Some(id) = self.inner.try_next_id(tag) {
             return Ok(id);
         }
-        match py.detach(|| self.inner.next_id_now(tag)) {
-            Err(e) if needs_wait(&e) => wait(py, self.inner.next_id_async(tag)),
-            other => other.py(),
-        }
+        // The core takes at call time when it can, and waits only when that may help.
+        wait(py, self.inner.next_id_async(tag))
     }
 
     fn next_ids(&self, py: Python<'_>, tag: &str, n: usize) -> PyResult<Vec<i64>> {
@@ -289,10 +277,8 @@ impl PyTagHandle {
         if let Some(id) = self.inner.try_next_id() {
             return Ok(id);
         }
-        match py.detach(|| self.inner.next_id_now()) {
-            Err(e) if needs_wait(&e) => wait(py, self.inner.next_id_async()),
-            other => other.py(),
-        }
+        // The core takes at call time when it can, and waits only when that may help.
+        wait(py, self.inner.next_id_async())
     }
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {

@@ -119,14 +119,9 @@ async fn segment_get(
 }
 
 async fn next_segment_id(gen: &SegmentGenerator, key: &str) -> Result<i64, Error> {
-    match gen.next_id_now(key) {
-        // Not at hand: a first load, a refill, or a tag not yet in the cache (made by
-        // another process). Await it without holding a thread.
-        Err(Error::SegmentsExhausted { .. } | Error::TagNotFound { .. }) => {
-            gen.next_id_async(key).await
-        }
-        other => other,
-    }
+    // The core takes at call time when an id is at hand and otherwise waits (a first
+    // load, a refill, a tag made by another process) without holding a thread.
+    gen.next_id_async(key).await
 }
 
 async fn next_segment_ids(gen: &SegmentGenerator, key: &str, n: usize) -> Result<Vec<i64>, Error> {

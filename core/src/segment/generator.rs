@@ -18,6 +18,21 @@ use super::{SegmentOptions, TagStats};
 use crate::error::{Error, Result};
 use crate::runtime;
 
+/// The outcome of a never-waiting attempt if it is final: an id, or an error waiting
+/// cannot cure. `None` when waiting may help (no segment at hand yet, a store that may
+/// come back, or a tag not in the cache yet while a lookup runs): the waiting path
+/// decides.
+fn settled_now(attempt: Result<i64>) -> Option<Result<i64>> {
+    match attempt {
+        Err(
+            Error::SegmentsExhausted { .. }
+            | Error::StoreUnavailable { .. }
+            | Error::TagNotFound { .. },
+        ) => None,
+        settled => Some(settled),
+    }
+}
+
 /// How many lookups of missing tags may query the store at once.
 const MAX_CONCURRENT_LOOKUPS: usize = 2;
 
@@ -227,13 +242,14 @@ impl SegmentGenerator {
         &self,
         tag: &str,
     ) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
-        // Take at call time when an id is at hand: no task, and ids follow call order.
-        let ready = self.try_next_id(tag);
+        // Take at call time, without waiting: an id at hand (or a segment switch) needs
+        // no task and ids follow call order; an error waiting cannot cure is final.
+        let now = settled_now(self.next_id_now(tag));
         let inner = self.inner.clone();
         let tag = tag.to_string();
         async move {
-            if let Some(id) = ready {
-                return Ok(id);
+            if let Some(now) = now {
+                return now;
             }
             runtime::run(async move {
                 let buf = inner.find_async(&tag).await?;
@@ -495,12 +511,12 @@ impl TagHandle {
     /// binding's event loop included) can await it. Same errors as
     /// [`next_id`](Self::next_id).
     pub fn next_id_async(&self) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
-        // Take at call time when an id is at hand: no task, and ids follow call order.
-        let ready = self.try_next_id();
+        // As `SegmentGenerator::next_id_async`: take at call time when it can.
+        let now = settled_now(self.next_id_now());
         let (buf, inner) = (self.buf.clone(), self.inner.clone());
         async move {
-            match ready {
-                Some(id) => Ok(id),
+            match now {
+                Some(now) => now,
                 None => runtime::run(buf.next_id_async(inner)).await,
             }
         }

@@ -252,8 +252,12 @@ pub unsafe fn str_arg<'b>(
         };
         return None;
     }
-    if len + 1 < buf.len() {
-        // Node copies whole UTF-8 characters only, so the prefix is valid UTF-8.
+    // Node copies whole UTF-8 characters only: a string cut short can stop up to 4 bytes
+    // before the end (a 4-byte character that did not fit), so only a copy that left
+    // room for one more character is surely whole. (`len + 1 <` took a 512-byte tag of
+    // 128 emoji for its 127-emoji prefix: another tag's ids.)
+    if len + 4 < buf.len() {
+        // Whole characters only, so valid UTF-8.
         return std::str::from_utf8(&buf[..len]).ok();
     }
     // Possibly cut short: ask for the full length, then read it all.

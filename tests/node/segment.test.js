@@ -75,3 +75,19 @@ test('MySQL: two generators never share an id', async () => {
   await a.close();
   await b.close();
 });
+
+test('a tag of 512 UTF-8 bytes is never taken for its prefix on the fast path', async () => {
+  // Found by review: the fast path's 512-byte buffer cut "😀" x 128 to "😀" x 127 and
+  // issued that tag's ids.
+  const gen = await leafid.SegmentGenerator.connect('memory:');
+  const short = '😀'.repeat(127);
+  const long = '😀'.repeat(128);
+  await gen.createTag(short, { start: 1, step: 10 });
+  await gen.createTag(long, { start: 1_000_000, step: 10 });
+  assert.ok(gen.nextId(long) >= 1_000_000n);
+  assert.ok(gen.nextIdString(long).length >= 7);
+  assert.ok(gen.nextIds(long, 2)[0] >= 1_000_000n);
+  assert.ok(gen.nextId(short) < 1_000_000n);
+  assert.throws(() => gen.nextId('😀'.repeat(200)), { code: 'LEAF_INVALID_TAG' });
+  await gen.close();
+});

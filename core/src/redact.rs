@@ -21,6 +21,14 @@
 /// Query parameters whose values are secrets.
 const SECRET_KEYS: &[&str] = &["password", "pass", "pwd", "secret", "token", "auth"];
 
+/// Whether a query key names a secret: any key containing one of [`SECRET_KEYS`]
+/// (`password1`, JDBC's `trustCertificateKeyStorePassword`); a few harmless keys are
+/// over-redacted, never a secret shown.
+fn secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    SECRET_KEYS.iter().any(|s| key.contains(s))
+}
+
 /// `text` with any password in it replaced by `***`.
 pub fn url(text: &str) -> String {
     let (scheme, rest) = split_scheme(text);
@@ -88,7 +96,7 @@ fn secrets(text: &str) -> Vec<String> {
     if let Some(q) = text.find('?') {
         for part in text[q + 1..].split('&') {
             if let Some((k, v)) = part.split_once('=') {
-                if SECRET_KEYS.contains(&k.to_ascii_lowercase().as_str()) {
+                if secret_key(k) {
                     found.push(v.to_string());
                 }
             }
@@ -128,7 +136,7 @@ fn redact_query(text: &str) -> String {
     let parts: Vec<String> = query
         .split('&')
         .map(|part| match part.split_once('=') {
-            Some((k, _)) if SECRET_KEYS.contains(&k.to_ascii_lowercase().as_str()) => {
+            Some((k, _)) if secret_key(k) => {
                 format!("{k}=***")
             }
             _ => part.to_string(),
@@ -157,6 +165,10 @@ mod tests {
             "zookeeper://u:***@h:1,h2:2/chroot/name?port=8"
         );
         assert_eq!(url("fixed:7"), "fixed:7");
+        assert_eq!(
+            url("mysql://h/db?password1=x&trustCertificateKeyStorePassword=y&a=b"),
+            "mysql://h/db?password1=***&trustCertificateKeyStorePassword=***&a=b"
+        );
         assert_eq!(
             url("mysql://h/db?PASSWORD=x&a=b"),
             "mysql://h/db?PASSWORD=***&a=b"

@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
 """Rust, Python and Node processes issuing ids at once from one MySQL table and one
-ZooKeeper tree, for every registry mode, then the same under faults. Every id is kept
+ZooKeeper tree, for every registry mode, beside `leafid serve` and its HTTP callers,
+then the same under faults. Every id is kept
 and checked by core/examples/check_ids.rs: not one duplicate, ids strictly increasing
 within each process.
 
     python3 tests/cross/run.py            # needs scripts/services.sh's variables
     python3 tests/cross/run.py --only faults
     python3 tests/cross/run.py --only shared
+    python3 tests/cross/run.py --only server
 
 Workers: core/examples/issue_ids.rs, tests/cross/worker.py, tests/cross/worker.js (one
-command line for all three). The Python worker runs on $LEAFID_PYTHON (default: the
+command line for all three), and tests/cross/worker_http.py, a plain HTTP caller of
+`leafid serve` (target/debug/leafid). The Python worker runs on $LEAFID_PYTHON (default: the
 test venv of scripts/test-python.sh); the Node worker on the package `npm install`
 built at the repository root. What each fault did to the run (ids issued, errors
 callers saw, time to recover) is printed as a table and written to
@@ -82,6 +85,8 @@ class Run:
             cmd = [os.path.join(EXAMPLES, "issue_ids")]
         elif lang == "python":
             cmd = [python_bin(), os.path.join(ROOT, "tests", "cross", "worker.py")]
+        elif lang == "http":
+            cmd = [sys.executable, os.path.join(ROOT, "tests", "cross", "worker_http.py")]
         else:
             cmd = ["node", os.path.join(ROOT, "tests", "cross", "worker.js")]
         # The output file is the last argument of every mode.
@@ -292,6 +297,83 @@ def shared_config(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[
     return results
 
 
+class Serve:
+    """`leafid serve` (target/debug/leafid) on a loopback port the OS picks, reading a
+    Leaf `leaf.properties` as an operator replacing Java Leaf would write it."""
+
+    def __init__(self, tmp: str, name: str, tag_space: str, port: int) -> None:
+        u = urllib.parse.urlparse(env("LEAFID_MYSQL_URL"))
+        props = os.path.join(tmp, "leaf.properties")
+        with open(props, "w") as f:
+            f.write(f"leaf.name={tag_space}\n"
+                    "leaf.segment.enable=true\n"
+                    f"leaf.jdbc.url=jdbc:mysql://{u.hostname}:{u.port}{u.path}"
+                    "?useUnicode=true&characterEncoding=utf8\n"
+                    f"leaf.jdbc.username={urllib.parse.unquote(u.username or 'root')}\n"
+                    f"leaf.jdbc.password={urllib.parse.unquote(u.password or '')}\n"
+                    "leaf.snowflake.enable=true\n"
+                    f"leaf.snowflake.zk.address={env('LEAFID_ZK')}\n"
+                    f"leaf.snowflake.port={port}\n")
+        self.log = open(os.path.join(tmp, f"{name}.log"), "w+")
+        self.proc = subprocess.Popen(
+            [os.path.join(TARGET, "debug", "leafid"), "serve", "--config", props,
+             "--listen", "127.0.0.1:0"],
+            env=dict(os.environ, NO_COLOR="1"), stdout=subprocess.DEVNULL, stderr=self.log,
+            text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            self.log.seek(0)
+            for line in self.log:
+                if "listening on " in line:
+                    self.base = "http://" + line.split("listening on ")[1].split()[0]
+                    return
+            time.sleep(0.05)
+        self.stop()
+        self.log.seek(0)
+        raise RuntimeError(f"leafid serve did not start: {self.log.read()[-2000:]}")
+
+    def stop(self) -> int:
+        """SIGTERM, as an orchestrator stops it; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+def server(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[str, object], list[str]]]:
+    """`leafid serve` on Leaf's `leaf.properties` with HTTP callers (plain GETs, as
+    services call Leaf), while Rust, Python and Node processes issue in-process from the
+    same `leaf_alloc` row and the same ZooKeeper name (Leaf's forever nodes, one port
+    each): one id space per mode."""
+    tag = new_mysql_tag(f"cross-serve-{stamp}", 200)
+    name = f"cross_serve_{stamp}"
+    srv = Serve(tmp, "serve", name, 9306)
+    run = Run(tmp, "server")
+    zk = env("LEAFID_ZK")
+    for i, lang in enumerate(LANGS):
+        run.start(lang, ["segment", env("LEAFID_MYSQL_URL"), tag, str(seconds)]).group = "segment"
+        run.start(lang, ["snowflake", f"zookeeper://{zk}/{name}?port={9300 + i}",
+                         str(seconds)]).group = "snowflake"
+    for _ in range(2):
+        run.start("http", ["segment", srv.base, tag, str(seconds)]).group = "segment"
+        run.start("http", ["snowflake", srv.base, str(seconds)]).group = "snowflake"
+    problems = run.wait()
+    code = srv.stop()
+    if code != 0:
+        srv.log.seek(0)
+        problems.append(f"leafid serve exited {code} on SIGTERM: {srv.log.read()[-1000:]}")
+    results = []
+    for group in ("segment", "snowflake"):
+        res = check(run.files(group))
+        mine = [w for w in run.workers if w.group == group]
+        for w in mine:
+            if int(w.summary.get("ids", 0)) == 0:  # type: ignore[call-overload]
+                problems.append(f"{w.lang} {group} worker issued nothing: {w.summary}")
+        langs = ", ".join(sorted({w.lang for w in mine}))
+        results.append((f"{group} beside leafid serve ({langs})", res, problems))
+        problems = []
+    return results
+
+
 @dataclass
 class Fault:
     name: str
@@ -441,19 +523,25 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", choices=["uniqueness", "shared", "faults"])
+    parser.add_argument("--only", choices=["uniqueness", "server", "shared", "faults"])
     parser.add_argument("--seconds", type=float, default=3.0)
     opts = parser.parse_args()
     subprocess.run(["cargo", "build", "-q", "-p", "leafid", "--example", "issue_ids",
                     "--example", "check_ids"], check=True, cwd=ROOT)
+    subprocess.run(["cargo", "build", "-q", "-p", "leafid-server"], check=True, cwd=ROOT)
     stamp = str(time.time_ns())
     report = ["# Cross-language run", ""]
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix="leafid-cross-") as tmp:
-        if opts.only in (None, "uniqueness"):
+        if opts.only in (None, "uniqueness", "server"):
             report += ["| run | processes | ids | duplicates | out of order | result |",
                        "|---|---|---|---|---|---|"]
-            for name, res, problems in uniqueness(tmp, stamp, opts.seconds):
+            runs = []
+            if opts.only in (None, "uniqueness"):
+                runs += uniqueness(tmp, stamp, opts.seconds)
+            if opts.only in (None, "server"):
+                runs += server(tmp, stamp, opts.seconds)
+            for name, res, problems in runs:
                 ok = bool(res["ok"]) and not problems and int(res["ids"]) > 0  # type: ignore[call-overload]
                 passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
                 report.append(f"| {name} | {res['files']} | {res['ids']} | {res['duplicates']} "

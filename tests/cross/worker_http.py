@@ -30,7 +30,7 @@ def main() -> int:
         base, seconds, out = args[1], float(args[2]), args[3]
         path = "/api/snowflake/get/cross"
     host = urllib.parse.urlparse(base)
-    conn = http.client.HTTPConnection(host.hostname, host.port, timeout=10)
+    conn = http.client.HTTPConnection(host.hostname or "127.0.0.1", host.port, timeout=10)
     rate = float(os.environ.get("LEAFID_WORKER_RATE", "50000"))
     ids = errors = 0
     first_error = ""

@@ -20,12 +20,14 @@ use leafid::{Error, SegmentGenerator, SnowflakeGenerator};
 
 use crate::metrics::Metrics;
 use crate::pages;
+use crate::store::SegmentSlot;
 
 /// What the handlers share: the generators of the enabled modes and the metrics.
 #[derive(Clone)]
 pub struct AppState {
-    /// The segment generator, when segment mode is on (off: ids are `0`, as Leaf's ZeroIDGen).
-    pub segment: Option<SegmentGenerator>,
+    /// The segment generator, when segment mode is on (off: ids are `0`, as Leaf's
+    /// ZeroIDGen); empty until the store has answered.
+    pub segment: Option<SegmentSlot>,
     /// The snowflake generator, when snowflake mode is on.
     pub snowflake: Option<SnowflakeGenerator>,
     /// The metrics `/metrics` serves.
@@ -95,8 +97,11 @@ async fn segment_get(
         Ok(count) => count,
         Err(resp) => return resp,
     };
-    let Some(gen) = &s.segment else {
+    let Some(slot) = &s.segment else {
         return ids_body(&vec![0; count.unwrap_or(1)]); // Leaf's ZeroIDGen
+    };
+    let Some(gen) = slot.get() else {
+        return not_connected(&s.metrics, slot, uri.path(), browser);
     };
     let result = match count {
         None => next_segment_id(gen, &key).await.map(|id| vec![id]),
@@ -253,6 +258,13 @@ fn leaf_failure(
     )
 }
 
+/// Leaf's -1 ("not initialised") while the store that was down at start is retried.
+fn not_connected(metrics: &Metrics, slot: &SegmentSlot, path: &str, browser: Browser) -> Response {
+    let cause = slot.waiting_on().unwrap_or_default();
+    let e = Error::StoreUnavailable { cause };
+    leaf_failure(metrics, "segment", -1, &e, path, browser)
+}
+
 /// Leaf's answer on a monitor page when segment mode is off: a 500 from
 /// `IllegalArgumentException`.
 fn segment_disabled(path: &str, browser: Browser) -> Response {
@@ -275,7 +287,10 @@ async fn cache(
     browser: Browser,
 ) -> Response {
     match &s.segment {
-        Some(gen) => html(pages::cache(&gen.stats())),
+        // Not connected yet: no tag is loaded, as on Leaf's page before init.
+        Some(slot) => html(pages::cache(
+            &slot.get().map(|g| g.stats()).unwrap_or_default(),
+        )),
         None => segment_disabled(uri.path(), browser),
     }
 }
@@ -285,8 +300,11 @@ async fn db(
     OriginalUri(uri): OriginalUri,
     browser: Browser,
 ) -> Response {
-    let Some(gen) = &s.segment else {
+    let Some(slot) = &s.segment else {
         return segment_disabled(uri.path(), browser);
+    };
+    let Some(gen) = slot.get() else {
+        return not_connected(&s.metrics, slot, uri.path(), browser);
     };
     match gen.rows().await {
         Ok(rows) => html(pages::db(&rows)),
@@ -318,13 +336,27 @@ async fn decode(
     }
 }
 
+/// 200 `UP` when every enabled mode can issue; 503 `DOWN` with the reason while the
+/// segment store that was down at start is still being retried (so a load balancer
+/// sends callers elsewhere meanwhile).
 async fn health(State(s): State<AppState>) -> Response {
+    let waiting_on = s.segment.as_ref().and_then(|slot| slot.waiting_on());
+    let status = if waiting_on.is_some() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
     let body = serde_json::json!({
-        "status": "UP",
+        "status": if waiting_on.is_some() { "DOWN" } else { "UP" },
         "segment": s.segment.is_some(),
+        // Only with segment mode on: "connected", or the store error being retried.
+        "segmentStore": s.segment.as_ref().map(|_| match &waiting_on {
+            None => serde_json::json!("connected"),
+            Some(why) => serde_json::json!({ "waitingOn": why }),
+        }),
         "snowflake": s.snowflake.as_ref().map(|g| serde_json::json!({ "workerId": g.worker_id() })),
     });
-    Json(body).into_response()
+    (status, Json(body)).into_response()
 }
 
 async fn metrics(State(s): State<AppState>) -> Response {

@@ -7,6 +7,7 @@ mod http;
 mod metrics;
 mod pages;
 mod serve;
+mod store;
 
 use clap::Parser;
 use cli::{Cli, Command};

@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use leafid::{SegmentGenerator, SnowflakeGenerator, TagStats};
+use leafid::{SnowflakeGenerator, TagStats};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -15,6 +15,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+
+use crate::store::SegmentSlot;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TagLabel {
@@ -44,7 +46,7 @@ pub struct Metrics {
 
 impl Metrics {
     /// Metrics for a server running these generators.
-    pub fn new(segment: Option<SegmentGenerator>, snowflake: Option<SnowflakeGenerator>) -> Self {
+    pub fn new(segment: Option<SegmentSlot>, snowflake: Option<SnowflakeGenerator>) -> Self {
         let mut registry = Registry::with_prefix("leafid");
         let segment_ids = Family::<TagLabel, Counter>::default();
         let snowflake_ids = Family::<WorkerLabel, Counter>::default();
@@ -107,13 +109,13 @@ impl Metrics {
 /// Reads the generators' state at scrape time.
 #[derive(Debug)]
 struct GeneratorState {
-    segment: Option<SegmentGenerator>,
+    segment: Option<SegmentSlot>,
     snowflake: Option<SnowflakeGenerator>,
 }
 
 impl Collector for GeneratorState {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        if let Some(gen) = &self.segment {
+        if let Some(gen) = self.segment.as_ref().and_then(|slot| slot.get()) {
             let stats = gen.stats();
             let mut per_tag = |name: &str, help: &str, value: fn(&TagStats) -> Sample| {
                 per_tag(&mut encoder, &stats, name, help, value)

@@ -2,12 +2,13 @@
 
 use std::sync::Arc;
 
-use leafid::{SegmentGenerator, SegmentOptions, SnowflakeGenerator};
+use leafid::SnowflakeGenerator;
 
 use crate::cli::ServeArgs;
 use crate::config::{self, ServeConfig};
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
+use crate::store;
 
 /// The configuration from `--config` and the URL flags (flags win).
 pub fn resolve(args: &ServeArgs) -> Result<ServeConfig, String> {
@@ -37,13 +38,14 @@ pub fn resolve(args: &ServeArgs) -> Result<ServeConfig, String> {
 /// flight finish and releases the snowflake worker id.
 pub async fn run(args: ServeArgs) -> Result<(), String> {
     let config = resolve(&args)?;
-    let segment = match &config.segment_url {
-        Some(url) => Some(
-            SegmentGenerator::connect(url, SegmentOptions::default())
+    let (segment, retrying) = match &config.segment_url {
+        Some(url) => {
+            let (slot, retrying) = store::connect(url)
                 .await
-                .map_err(|e| format!("segment store {}: {e}", leafid::redact::url(url)))?,
-        ),
-        None => None,
+                .map_err(|e| format!("segment store {}: {e}", leafid::redact::url(url)))?;
+            (Some(slot), retrying)
+        }
+        None => (None, None),
     };
     let snowflake = match &config.snowflake_url {
         Some(url) => Some(
@@ -79,7 +81,10 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         let released = gen.close_async().await;
         tracing::info!(released, "snowflake generator closed");
     }
-    if let Some(gen) = segment {
+    if let Some(task) = retrying {
+        task.abort();
+    }
+    if let Some(gen) = segment.as_ref().and_then(|slot| slot.get()) {
         gen.close();
     }
     tracing::info!("stopped");

@@ -1,0 +1,97 @@
+//! The segment store's connection for `leafid serve`: made at start, or, when the
+//! database cannot be reached then, retried in the background while the server already
+//! answers.
+//!
+//! Java Leaf starts with its database down too (leaf-spec §1.5: `init()` swallows the
+//! failure) and answers until a later refresh succeeds, so an orchestrator that starts
+//! the database and the id server together gets a server either way. leafid answers
+//! Leaf's -1 ("not initialised") meanwhile and `/health` says why. A configuration the
+//! store refuses (a wrong password, an unknown database, no `leaf_alloc` table) is not
+//! retried: it ends the start with the store's message.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use leafid::{Error, SegmentGenerator, SegmentOptions};
+
+/// The first retry's delay; doubled after each failure up to [`MAX_RETRY_DELAY`].
+const FIRST_RETRY_DELAY: Duration = Duration::from_millis(500);
+/// The longest wait between two attempts: a store that comes back is used within it.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
+
+/// Segment mode's generator, filled once the store has answered.
+#[derive(Clone, Debug, Default)]
+pub struct SegmentSlot {
+    generator: Arc<OnceLock<SegmentGenerator>>,
+    /// Why the generator is not there yet (the latest connect error), for `/health`.
+    waiting_on: Arc<Mutex<Option<String>>>,
+}
+
+impl SegmentSlot {
+    /// The generator, once connected.
+    pub fn get(&self) -> Option<&SegmentGenerator> {
+        self.generator.get()
+    }
+
+    /// The latest connect error while not connected; `None` once connected.
+    pub fn waiting_on(&self) -> Option<String> {
+        if self.get().is_some() {
+            return None;
+        }
+        self.waiting_on
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn fail(&self, e: &Error) {
+        *self.waiting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+    }
+}
+
+/// Connects to the store at `url`. Returns at once with a filled slot, or, when the
+/// store is unavailable (down, refusing, silent), with an empty slot and a task that
+/// keeps trying until it connects; any other error is returned.
+pub async fn connect(
+    url: &str,
+) -> Result<(SegmentSlot, Option<tokio::task::JoinHandle<()>>), Error> {
+    let slot = SegmentSlot::default();
+    match SegmentGenerator::connect(url, SegmentOptions::default()).await {
+        Ok(gen) => {
+            let _ = slot.generator.set(gen);
+            Ok((slot, None))
+        }
+        Err(e @ Error::StoreUnavailable { .. }) => {
+            tracing::warn!(
+                store = %leafid::redact::url(url),
+                error = %e,
+                "segment store unavailable at start: answering Leaf's -1 and retrying"
+            );
+            slot.fail(&e);
+            let task = tokio::spawn(retry(url.to_string(), slot.clone()));
+            Ok((slot, Some(task)))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+async fn retry(url: String, slot: SegmentSlot) {
+    let mut delay = FIRST_RETRY_DELAY;
+    loop {
+        tokio::time::sleep(delay).await;
+        match SegmentGenerator::connect(&url, SegmentOptions::default()).await {
+            Ok(gen) => {
+                let _ = slot.generator.set(gen);
+                tracing::info!(store = %leafid::redact::url(&url), "segment store connected");
+                return;
+            }
+            Err(e) => {
+                // A store that comes back misconfigured (say its table dropped) is
+                // logged at each attempt; the operator's fix is picked up without a restart.
+                tracing::warn!(store = %leafid::redact::url(&url), error = %e, "segment store still unavailable");
+                slot.fail(&e);
+            }
+        }
+        delay = (delay * 2).min(MAX_RETRY_DELAY);
+    }
+}

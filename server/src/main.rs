@@ -4,6 +4,8 @@ mod admin;
 mod cli;
 mod config;
 mod http;
+#[cfg(test)]
+mod http_props;
 mod metrics;
 mod pages;
 mod serve;

@@ -44,6 +44,14 @@ impl SegmentSlot {
             .clone()
     }
 
+    /// A slot holding `gen` already (tests that build the router in-process).
+    #[cfg(test)]
+    pub fn connected(gen: SegmentGenerator) -> Self {
+        let slot = SegmentSlot::default();
+        let _ = slot.generator.set(gen);
+        slot
+    }
+
     fn fail(&self, e: &Error) {
         *self.waiting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
     }

@@ -112,10 +112,9 @@ impl PySegmentGenerator {
     }
 
     fn next_ids(&self, py: Python<'_>, tag: &str, n: usize) -> PyResult<Vec<i64>> {
-        // In place with the GIL released, bounded by `wait_timeout`: the interruptible
-        // wait costs a trip through the core's runtime (~50 µs) on every call, and a
-        // no-wait attempt first could take part of a batch and then fail.
-        py.detach(|| self.inner.next_ids(tag, n)).py()
+        // The interruptible wait (Ctrl-C works) as `next_id`; the core takes the ids at
+        // hand at call time, so a batch whose ids are there costs no runtime trip.
+        wait(py, self.inner.next_ids_async(tag, n))
     }
 
     fn next_id_async<'py>(&self, py: Python<'py>, tag: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -283,7 +282,7 @@ impl PyTagHandle {
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
         // As `SegmentGenerator.next_ids`.
-        py.detach(|| self.inner.next_ids(n)).py()
+        wait(py, self.inner.next_ids_async(n))
     }
 
     /// `n` ids as an `array.array('q')`: no Python int per id, for bulk work.

@@ -210,9 +210,12 @@ impl PySnowflakeGenerator {
     }
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
-        // In place with the GIL released: the interruptible wait would cost a trip
-        // through the core's runtime (~50 µs) on every call.
-        py.detach(|| self.inner.next_ids(n)).py()
+        // At once when the ids are at hand, else the interruptible wait (Ctrl-C works),
+        // as `next_id`.
+        match self.inner.next_ids_now(n) {
+            Ok(ids) => Ok(ids),
+            Err(_) => wait(py, self.inner.next_ids_async(n)),
+        }
     }
 
     /// `n` ids as an `array.array('q')`: no Python int per id, for bulk work.

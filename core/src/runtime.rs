@@ -217,8 +217,20 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let rt = handle();
+    // Polled once here first, inside the runtime's context (its timers and spawns work):
+    // a future that is ready at once (ids at hand, taken at call time) then costs no
+    // trip through the runtime. Otherwise the same future moves to the runtime, whose
+    // next poll registers a real waker.
+    let mut fut = Box::pin(fut);
+    {
+        let _context = rt.enter();
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return Ok(v);
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let task = rt.spawn(fut);
     let abort = task.abort_handle();
     rt.spawn(async move {

@@ -621,3 +621,28 @@ fn a_segment_below_one_already_loaded_is_refused() {
     assert_eq!(ids, (1..=10).collect::<Vec<_>>());
     assert!(matches!(e, Error::Malformed { .. }), "{e}");
 }
+
+/// `next_ids_async` takes the ids at hand when it is called, not when it is first
+/// polled: a batch asked for before a single id holds lower ids, and a batch that
+/// outruns its segment is completed from the next, in order.
+#[test]
+fn next_ids_async_takes_at_call_time_and_completes_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let gen = SegmentGenerator::connect_blocking(&url, SegmentOptions::default()).unwrap();
+    try_create(&gen, "t", 1, 10).unwrap();
+    let h = gen.tag("t").unwrap();
+    assert_eq!(h.next_id().unwrap(), 1, "the first segment is loaded");
+    for (batch, n) in [
+        (Box::pin(gen.next_ids_async("t", 4)) as BoxFuture<_>, 4),
+        (Box::pin(h.next_ids_async(3)), 3),
+    ] {
+        let single = gen.next_id("t").unwrap();
+        let ids = block_on(batch).unwrap();
+        assert_eq!(ids.len(), n);
+        assert!(ids.iter().all(|&id| id < single), "{ids:?} after {single}");
+    }
+    // 1..=10 all taken: a batch of 25 spans three segments, ascending, no gap.
+    let ids = block_on(gen.next_ids_async("t", 25)).unwrap();
+    assert_eq!(ids, (11..36).collect::<Vec<i64>>());
+}

@@ -259,19 +259,30 @@ impl SegmentGenerator {
         }
     }
 
-    /// `n` ids of `tag`, waiting as [`next_id_async`](Self::next_id_async) does.
+    /// `n` ids of `tag`, waiting as [`next_id_async`](Self::next_id_async) does. The
+    /// ids at hand are taken at call time (so a batch needs no task when its ids are
+    /// there, and batches follow call order); only the rest is waited for.
     pub fn next_ids_async(
         &self,
         tag: &str,
         n: usize,
     ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
         let inner = self.inner.clone();
+        let at_hand = crate::limits::batch(n as u64).map(|n| {
+            let buf = self.inner.tags.load().get(tag).cloned();
+            let mut out = vec![0; n];
+            let done = buf.map_or(0, |buf| buf.fill_at_hand(&inner, &mut out));
+            (out, done)
+        });
         let tag = tag.to_string();
         async move {
-            let n = crate::limits::batch(n as u64)?;
+            let (out, done) = at_hand?;
+            if done == out.len() {
+                return Ok(out);
+            }
             runtime::run(async move {
                 let buf = inner.find_async(&tag).await?;
-                buf.fill_async(inner, n).await
+                buf.fill_rest_async(inner, out, done).await
             })
             .await
         }
@@ -527,10 +538,19 @@ impl TagHandle {
         &self,
         n: usize,
     ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
+        // As `SegmentGenerator::next_ids_async`: the ids at hand at call time.
         let (buf, inner) = (self.buf.clone(), self.inner.clone());
+        let at_hand = crate::limits::batch(n as u64).map(|n| {
+            let mut out = vec![0; n];
+            let done = buf.fill_at_hand(&inner, &mut out);
+            (out, done)
+        });
         async move {
-            let n = crate::limits::batch(n as u64)?;
-            runtime::run(buf.fill_async(inner, n)).await
+            let (out, done) = at_hand?;
+            if done == out.len() {
+                return Ok(out);
+            }
+            runtime::run(buf.fill_rest_async(inner, out, done)).await
         }
     }
 }

@@ -144,6 +144,20 @@ impl TagBuffer {
         Ok(())
     }
 
+    /// Fills `out` from the front with the ids at hand, without the slow path and
+    /// without waiting; how many it wrote (fewer than `out.len()` when a segment must
+    /// be loaded first).
+    pub(super) fn fill_at_hand(self: &Arc<Self>, inner: &Arc<Inner>, out: &mut [i64]) -> usize {
+        let mut done = 0;
+        while done < out.len() {
+            match self.take_fast(inner, (out.len() - done) as u64) {
+                Some(taken) => done += write_run(&mut out[done..], taken),
+                None => break,
+            }
+        }
+        done
+    }
+
     /// Up to `want` ids from the current segment without the slow path.
     #[inline]
     pub(super) fn take_fast(self: &Arc<Self>, inner: &Arc<Inner>, want: u64) -> Option<Taken> {
@@ -445,14 +459,15 @@ impl TagBuffer {
         }
     }
 
-    /// [`fill`](Self::fill) for async callers (runs on the core's runtime).
-    pub(super) async fn fill_async(
+    /// [`fill`](Self::fill) for async callers (runs on the core's runtime): fills
+    /// `out[done..]`, the ids before `done` being taken already.
+    pub(super) async fn fill_rest_async(
         self: Arc<Self>,
         inner: Arc<Inner>,
-        n: usize,
+        mut out: Vec<i64>,
+        mut done: usize,
     ) -> Result<Vec<i64>> {
-        let mut out = vec![0; n];
-        let mut done = 0;
+        let n = out.len();
         while done < n {
             let want = (n - done) as u64;
             let taken = match self.take_fast(&inner, want) {

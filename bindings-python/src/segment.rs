@@ -130,9 +130,11 @@ impl PySegmentGenerator {
         awaitable(py, self.inner.next_ids_async(tag, n))
     }
 
-    fn tag(&self, tag: &str) -> PyResult<PyTagHandle> {
+    fn tag(&self, py: Python<'_>, tag: &str) -> PyResult<PyTagHandle> {
+        // A tag not in the cache is looked up in the store (bounded by `wait_timeout`):
+        // never with the GIL held.
         Ok(PyTagHandle {
-            inner: self.inner.tag(tag).py()?,
+            inner: py.detach(|| self.inner.tag(tag)).py()?,
         })
     }
 

@@ -210,12 +210,19 @@ impl PySnowflakeGenerator {
     }
 
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
-        // At once when the ids are at hand, else the interruptible wait (Ctrl-C works),
-        // as `next_id`.
-        match self.inner.next_ids_now(n) {
-            Ok(ids) => Ok(ids),
-            Err(_) => wait(py, self.inner.next_ids_async(n)),
+        // A big batch waits out many milliseconds (the sequence runs out each one):
+        // taken in chunks of about a millisecond's ids with the GIL released, checking
+        // for Ctrl-C between them. Not through the runtime: the spin would hold one of
+        // its two workers, which refills and heartbeats need.
+        let n = leafid::limits::batch(n as u64).py()?;
+        let chunk = self.inner.layout().max_sequence() as usize + 1;
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            let k = chunk.min(n - out.len());
+            out.extend(py.detach(|| self.inner.next_ids(k)).py()?);
+            py.check_signals()?;
         }
+        Ok(out)
     }
 
     /// `n` ids as an `array.array('q')`: no Python int per id, for bulk work.

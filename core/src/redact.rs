@@ -44,6 +44,19 @@ pub fn url(text: &str) -> String {
     redact_query(&shown)
 }
 
+/// Whether `url`'s user info holds a `/` that a URL parser takes for the end of the
+/// host: `mysql://app:47/11@db:3306/leaf` connects to host `app`, port `47`, and a
+/// message naming that "host" would show part of the password. [`url`] hides
+/// everything up to the last `@`, so the two readings disagree; stores refuse such a
+/// URL and ask for percent-encoding. A `@` in the query (`?x=a@b`) is not user info.
+pub fn ambiguous_user_info(url: &str) -> bool {
+    let (_, rest) = split_scheme(url);
+    match (rest.rfind('@'), rest.find(['/', '?', '#'])) {
+        (Some(at), Some(end)) => end < at && !rest[..at].contains('?'),
+        _ => false,
+    }
+}
+
 /// `("scheme://", rest)`, or `("", text)` when `text` has no scheme.
 fn split_scheme(text: &str) -> (&str, &str) {
     // A scheme is letters, digits, `+`, `-`, `.`: a "://" inside a password is not one.
@@ -147,6 +160,17 @@ fn redact_query(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_slash_in_the_password_is_ambiguous() {
+        use super::ambiguous_user_info as amb;
+        assert!(amb("mysql://app:4711/Kq@127.0.0.1:3347/leafid"));
+        assert!(amb("mysql://a/b@h/db"));
+        assert!(!amb("mysql://app:4711%2FKq@127.0.0.1:3347/leafid"));
+        assert!(!amb("mysql://root@127.0.0.1:3306/leaf"));
+        assert!(!amb("mysql://127.0.0.1:3306/leaf?ssl-ca=a@b"));
+        assert!(!amb("mysql://u:p@h:1/db?x=a@b"));
+    }
+
     use super::*;
     use proptest::prelude::*;
 

@@ -622,9 +622,10 @@ fn a_segment_below_one_already_loaded_is_refused() {
     assert!(matches!(e, Error::Malformed { .. }), "{e}");
 }
 
-/// `next_ids_async` takes the ids at hand when it is called, not when it is first
-/// polled: a batch asked for before a single id holds lower ids, and a batch that
-/// outruns its segment is completed from the next, in order.
+/// `next_ids_async` takes a batch the current segment holds when it is called, not
+/// when it is first polled: asked for before a single id, it holds lower ids. A batch
+/// the segment cannot hold is taken whole when polled, never split around other ids
+/// (review: `[8, 9, 10, 12..18]` around a single 11).
 #[test]
 fn next_ids_async_takes_at_call_time_and_completes_across_segments() {
     let dir = tempfile::tempdir().unwrap();
@@ -645,4 +646,20 @@ fn next_ids_async_takes_at_call_time_and_completes_across_segments() {
     // 1..=10 all taken: a batch of 25 spans three segments, ascending, no gap.
     let ids = block_on(gen.next_ids_async("t", 25)).unwrap();
     assert_eq!(ids, (11..36).collect::<Vec<i64>>());
+    // 36..=40 left in the segment: a batch of 10 cannot be had now, so nothing is
+    // taken at call time and the batch comes whole, above the single id taken after.
+    let batch = gen.next_ids_async("t", 10);
+    let single = gen.next_id("t").unwrap();
+    let ids = block_on(batch).unwrap();
+    assert!(
+        ids.iter().all(|&id| id > single),
+        "{ids:?} split around {single}"
+    );
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+    // Two such batches awaited in reverse order: each is a run of its own.
+    let (a, b) = (gen.next_ids_async("t", 10), gen.next_ids_async("t", 5));
+    let (b, a) = (block_on(b).unwrap(), block_on(a).unwrap());
+    assert!(a.windows(2).all(|w| w[1] == w[0] + 1), "{a:?}");
+    assert!(b.windows(2).all(|w| w[1] == w[0] + 1), "{b:?}");
+    assert!(a.iter().all(|x| !b.contains(x)));
 }

@@ -304,7 +304,15 @@ async fn db(
         return segment_disabled(uri.path(), browser);
     };
     let Some(gen) = slot.get() else {
-        return not_connected(&s.metrics, slot, uri.path(), browser);
+        // As a failed read of the table: a monitor page, not a failed id request.
+        let why = slot.waiting_on().unwrap_or_default();
+        return spring_failure(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            &why,
+            uri.path(),
+            browser,
+        );
     };
     match gen.rows().await {
         Ok(rows) => html(pages::db(&rows)),

@@ -82,7 +82,10 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         tracing::info!(released, "snowflake generator closed");
     }
     if let Some(task) = retrying {
+        // Awaited: a connect finishing as the task is aborted must be in the slot (and
+        // closed below), not left running.
         task.abort();
+        let _ = task.await;
     }
     if let Some(gen) = segment.as_ref().and_then(|slot| slot.get()) {
         gen.close();

@@ -3,9 +3,10 @@
 //! answers.
 //!
 //! Java Leaf starts with its database down too (leaf-spec §1.5: `init()` swallows the
-//! failure) and answers until a later refresh succeeds, so an orchestrator that starts
-//! the database and the id server together gets a server either way. leafid answers
-//! Leaf's -1 ("not initialised") meanwhile and `/health` says why. A configuration the
+//! failure) and answers -2 for every key until a later refresh succeeds, so an
+//! orchestrator that starts the database and the id server together gets a server
+//! either way. leafid answers Leaf's -1 ("not initialised", which is what it is)
+//! meanwhile, and `/health` says why. A configuration the
 //! store refuses (a wrong password, an unknown database, no `leaf_alloc` table) is not
 //! retried: it ends the start with the store's message.
 
@@ -53,7 +54,13 @@ impl SegmentSlot {
     }
 
     fn fail(&self, e: &Error) {
-        *self.waiting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+        // The cause alone: the library's hint ("ids already buffered keep flowing") is
+        // not true of a server that never connected.
+        let why = match e {
+            Error::StoreUnavailable { cause } => format!("store unavailable: {cause}"),
+            other => other.to_string(),
+        };
+        *self.waiting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
     }
 }
 

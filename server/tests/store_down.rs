@@ -26,18 +26,24 @@ fn serve_starts_with_the_store_down_and_issues_once_it_is_back() {
     let (status, _, body) = server.get(&format!("/api/segment/get/{tag}"));
     assert_eq!(status, 500, "{body}");
     assert!(body.contains("Result{id=-1, status=EXCEPTION}"), "{body}");
-    let (status, _, body) = server.get("/health");
-    assert_eq!(status, 503, "{body}");
+    let (status, _, health) = server.get("/health");
+    assert_eq!(status, 503, "{health}");
     assert!(
-        body.contains("\"DOWN\"") && body.contains("cannot connect to MySQL"),
-        "{body}"
+        health.contains("\"DOWN\"") && health.contains("cannot connect to MySQL"),
+        "{health}"
     );
-    let (status, _, body) = server.get("/db");
-    assert_eq!(status, 500, "{body}");
-    let (status, _, body) = server.get("/cache");
-    assert_eq!(status, 200, "the monitor page renders with no tag: {body}");
+    let (status, _, db) = server.get("/db");
+    assert_eq!(status, 500, "{db}");
+    assert!(
+        !db.contains("Result{id="),
+        "a monitor page is not an id request: {db}"
+    );
+    let (status, _, cache) = server.get("/cache");
+    assert_eq!(status, 200, "the monitor page renders with no tag: {cache}");
     if let Some(pw) = u.password() {
-        assert!(!body.contains(pw), "a secret in a page: {body}");
+        for page in [&health, &db, &cache] {
+            assert!(!page.contains(pw), "a secret in a page: {page}");
+        }
     }
 
     proxy.set_down(false);

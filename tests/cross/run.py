@@ -349,15 +349,17 @@ def server(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[str, ob
     srv = Serve(tmp, "serve", name, 9306)
     run = Run(tmp, "server")
     zk = env("LEAFID_ZK")
-    for i, lang in enumerate(LANGS):
-        run.start(lang, ["segment", env("LEAFID_MYSQL_URL"), tag, str(seconds)]).group = "segment"
-        run.start(lang, ["snowflake", f"zookeeper://{zk}/{name}?port={9300 + i}",
-                         str(seconds)]).group = "snowflake"
-    for _ in range(2):
-        run.start("http", ["segment", srv.base, tag, str(seconds)]).group = "segment"
-        run.start("http", ["snowflake", srv.base, str(seconds)]).group = "snowflake"
-    problems = run.wait()
-    code = srv.stop()
+    try:
+        for i, lang in enumerate(LANGS):
+            run.start(lang, ["segment", env("LEAFID_MYSQL_URL"), tag, str(seconds)]).group = "segment"
+            run.start(lang, ["snowflake", f"zookeeper://{zk}/{name}?port={9300 + i}",
+                             str(seconds)]).group = "snowflake"
+        for _ in range(2):
+            run.start("http", ["segment", srv.base, tag, str(seconds)]).group = "segment"
+            run.start("http", ["snowflake", srv.base, str(seconds)]).group = "snowflake"
+        problems = run.wait()
+    finally:
+        code = srv.stop()
     if code != 0:
         srv.log.seek(0)
         problems.append(f"leafid serve exited {code} on SIGTERM: {srv.log.read()[-1000:]}")

@@ -314,6 +314,30 @@ def test_ctrl_c_interrupts_a_blocking_next_id(mysql_url: str, tag: str, call: st
         assert out.strip() == "interrupted"
 
 
+def test_ctrl_c_interrupts_a_long_snowflake_batch() -> None:
+    # Review: a batch spun through its milliseconds deaf to Ctrl-C (16 ids per ms here,
+    # so a million ids take a minute).
+    child = textwrap.dedent(
+        """
+        import os, signal, threading, leafid
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        layout = leafid.Layout(timestamp_bits=41, worker_bits=18, sequence_bits=4)
+        gen = leafid.SnowflakeGenerator("fixed:200301", layout=layout)
+        ticks = []
+        threading.Thread(target=lambda: [ticks.append(1) or __import__("time").sleep(0.01) for _ in range(30)], daemon=True).start()
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            gen.next_ids(1_000_000)
+            print("finished", flush=True)
+        except KeyboardInterrupt:
+            # The other thread ran meanwhile: the GIL was not held through the batch.
+            print("interrupted", len(ticks) > 5, flush=True)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=HUNG).stdout
+    assert out.strip() == "interrupted True"
+
+
 def test_tags_keyword_loads_first_segments_so_a_zero_wait_works_at_once(tmp_path: Path) -> None:
     url = f"sqlite://{tmp_path}/ids.db"
     with leafid.SegmentGenerator(url) as admin:

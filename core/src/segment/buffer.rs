@@ -215,6 +215,35 @@ impl Ring {
         }
     }
 
+    /// Takes exactly `n` consecutive ids from the current segment, or nothing when
+    /// fewer are left in it (so a batch taken at call time is never split around ids
+    /// taken by others meanwhile).
+    pub fn take_exact(&self, n: u64) -> Option<Taken> {
+        // Acquire: as in `take_one`.
+        let mut w = self.cursor.load(Ordering::Acquire);
+        loop {
+            let (gen, off) = split(w);
+            let (base, len, preload_at) = self.read(gen)?;
+            if off >= len || len - off < n {
+                return None;
+            }
+            // AcqRel: the reservation is a read-modify-write like the single take.
+            match self
+                .cursor
+                .compare_exchange_weak(w, w + n, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    return Some(Taken {
+                        first: base + off as i64,
+                        count: n,
+                        wants_preload: off + n > preload_at,
+                    })
+                }
+                Err(now) => w = now,
+            }
+        }
+    }
+
     /// Writes segment `[base, base + len)` as generation `gen` into its slot. Only the
     /// slow path calls this, for the generation after the current one (whose slot holds
     /// a spent segment), so no live reader needs what is overwritten.
@@ -320,6 +349,20 @@ mod tests {
         let t = ring.take_many(3).unwrap();
         assert_eq!((t.first, t.count), (13, 2));
         assert!(ring.take_many(1).is_none());
+    }
+
+    #[test]
+    fn take_exact_takes_all_or_nothing() {
+        let ring = Ring::new();
+        ring.publish(1, 10, 5, u64::MAX, 5);
+        ring.point_at(1);
+        assert!(ring.take_exact(6).is_none(), "more than the segment holds");
+        let t = ring.take_exact(3).unwrap();
+        assert_eq!((t.first, t.count), (10, 3));
+        assert!(ring.take_exact(3).is_none(), "two left: nothing taken");
+        let t = ring.take_exact(2).unwrap();
+        assert_eq!((t.first, t.count), (13, 2));
+        assert!(ring.take_one().is_none());
     }
 
     #[test]

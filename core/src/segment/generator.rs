@@ -259,9 +259,10 @@ impl SegmentGenerator {
         }
     }
 
-    /// `n` ids of `tag`, waiting as [`next_id_async`](Self::next_id_async) does. The
-    /// ids at hand are taken at call time (so a batch needs no task when its ids are
-    /// there, and batches follow call order); only the rest is waited for.
+    /// `n` ids of `tag`, waiting as [`next_id_async`](Self::next_id_async) does. When
+    /// the current segment holds all `n`, they are taken at call time (no task, and
+    /// the batch precedes any id asked for after the call); otherwise the whole batch
+    /// is taken when the future is first polled, never split around other ids.
     pub fn next_ids_async(
         &self,
         tag: &str,
@@ -270,19 +271,17 @@ impl SegmentGenerator {
         let inner = self.inner.clone();
         let at_hand = crate::limits::batch(n as u64).map(|n| {
             let buf = self.inner.tags.load().get(tag).cloned();
-            let mut out = vec![0; n];
-            let done = buf.map_or(0, |buf| buf.fill_at_hand(&inner, &mut out));
-            (out, done)
+            (n, buf.and_then(|buf| buf.batch_at_hand(&inner, n)))
         });
         let tag = tag.to_string();
         async move {
-            let (out, done) = at_hand?;
-            if done == out.len() {
-                return Ok(out);
+            let (n, at_hand) = at_hand?;
+            if let Some(ids) = at_hand {
+                return Ok(ids);
             }
             runtime::run(async move {
                 let buf = inner.find_async(&tag).await?;
-                buf.fill_rest_async(inner, out, done).await
+                buf.fill_async(inner, n).await
             })
             .await
         }
@@ -538,19 +537,15 @@ impl TagHandle {
         &self,
         n: usize,
     ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
-        // As `SegmentGenerator::next_ids_async`: the ids at hand at call time.
+        // As `SegmentGenerator::next_ids_async`: at call time when all are at hand.
         let (buf, inner) = (self.buf.clone(), self.inner.clone());
-        let at_hand = crate::limits::batch(n as u64).map(|n| {
-            let mut out = vec![0; n];
-            let done = buf.fill_at_hand(&inner, &mut out);
-            (out, done)
-        });
+        let at_hand = crate::limits::batch(n as u64).map(|n| (n, buf.batch_at_hand(&inner, n)));
         async move {
-            let (out, done) = at_hand?;
-            if done == out.len() {
-                return Ok(out);
+            let (n, at_hand) = at_hand?;
+            if let Some(ids) = at_hand {
+                return Ok(ids);
             }
-            runtime::run(buf.fill_rest_async(inner, out, done)).await
+            runtime::run(buf.fill_async(inner, n)).await
         }
     }
 }

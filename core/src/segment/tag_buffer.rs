@@ -144,18 +144,24 @@ impl TagBuffer {
         Ok(())
     }
 
-    /// Fills `out` from the front with the ids at hand, without the slow path and
-    /// without waiting; how many it wrote (fewer than `out.len()` when a segment must
-    /// be loaded first).
-    pub(super) fn fill_at_hand(self: &Arc<Self>, inner: &Arc<Inner>, out: &mut [i64]) -> usize {
-        let mut done = 0;
-        while done < out.len() {
-            match self.take_fast(inner, (out.len() - done) as u64) {
-                Some(taken) => done += write_run(&mut out[done..], taken),
-                None => break,
-            }
+    /// `n` ids when the current segment holds them all, without the slow path and
+    /// without waiting; `None` (nothing taken) otherwise, so a batch is never split
+    /// around ids others take before it completes.
+    pub(super) fn batch_at_hand(
+        self: &Arc<Self>,
+        inner: &Arc<Inner>,
+        n: usize,
+    ) -> Option<Vec<i64>> {
+        if !self.fresh() {
+            return None;
         }
-        done
+        let taken = self.ring.take_exact(n as u64)?;
+        if taken.wants_preload {
+            self.maybe_preload(inner);
+        }
+        let mut out = vec![0; n];
+        write_run(&mut out, taken);
+        Some(out)
     }
 
     /// Up to `want` ids from the current segment without the slow path.
@@ -459,15 +465,14 @@ impl TagBuffer {
         }
     }
 
-    /// [`fill`](Self::fill) for async callers (runs on the core's runtime): fills
-    /// `out[done..]`, the ids before `done` being taken already.
-    pub(super) async fn fill_rest_async(
+    /// [`fill`](Self::fill) for async callers (runs on the core's runtime).
+    pub(super) async fn fill_async(
         self: Arc<Self>,
         inner: Arc<Inner>,
-        mut out: Vec<i64>,
-        mut done: usize,
+        n: usize,
     ) -> Result<Vec<i64>> {
-        let n = out.len();
+        let mut out = vec![0; n];
+        let mut done = 0;
         while done < n {
             let want = (n - done) as u64;
             let taken = match self.take_fast(&inner, want) {

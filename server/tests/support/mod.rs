@@ -155,9 +155,11 @@ pub fn create_tag(tag: &str, step: i64) {
     let gen = leafid::SegmentGenerator::connect_blocking(&mysql_url(), Default::default()).unwrap();
     let g = gen.clone();
     let tag = tag.to_string();
-    leafid::runtime::block_on(
-        async move { g.create_tag(&tag, 1, step, "leafid-server test").await },
-    )
+    leafid::runtime::block_on(async move {
+        // The table too, so a test needs no other to have run first.
+        g.create_table().await?;
+        g.create_tag(&tag, 1, step, "leafid-server test").await
+    })
     .unwrap();
     gen.close();
 }

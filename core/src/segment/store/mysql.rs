@@ -99,6 +99,13 @@ impl MysqlStore {
     /// Parses the URL; connects on first use.
     pub fn new(url: &str) -> Result<MysqlStore> {
         let normalized = url.replacen("mariadb://", "mysql://", 1);
+        if crate::redact::ambiguous_user_info(url) {
+            return Err(Error::invalid_url(
+                url,
+                "the user or password holds a '/', which ends the host part of a URL: \
+                 percent-encode it as %2F",
+            ));
+        }
         let options = MySqlConnectOptions::from_str(&normalized).map_err(|e| {
             Error::invalid_url(
                 url,
@@ -337,5 +344,27 @@ impl SegmentStore for MysqlStore {
 
     fn reopen(&self) -> Result<Arc<dyn SegmentStore>> {
         Ok(Arc::new(MysqlStore::new(&self.url)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_with_a_slash_is_refused_without_showing_it() {
+        // A parser reads host `app`, port `4711`; a message would name them.
+        let url = "mysql://app:4711/Kq@127.0.0.1:3306/leafid";
+        let e = MysqlStore::new(url).unwrap_err();
+        let (text, debug) = (e.to_string(), format!("{e:?}"));
+        assert!(matches!(e, Error::InvalidUrl { .. }), "{text}");
+        assert!(text.contains("%2F"), "{text}");
+        assert!(
+            !text.contains("4711") && !debug.contains("4711"),
+            "{text} {debug}"
+        );
+        let e = crate::snowflake::registry::mysql::MysqlRegistry::new(url, "h", "1").unwrap_err();
+        assert!(!e.to_string().contains("4711"), "{e}");
+        assert!(MysqlStore::new("mysql://app:4711%2FKq@127.0.0.1:3306/leafid").is_ok());
     }
 }

@@ -107,6 +107,13 @@ impl MysqlRegistry {
     /// (`mysql://user:pass@host:port/db`, without leafid's `ip` / `port` parameters).
     pub fn new(url: &str, ip: impl Into<String>, port: impl Into<String>) -> Result<MysqlRegistry> {
         let normalized = url.replacen("mariadb://", "mysql://", 1);
+        if crate::redact::ambiguous_user_info(url) {
+            return Err(Error::invalid_url(
+                url,
+                "the user or password holds a '/', which ends the host part of a URL: \
+                 percent-encode it as %2F",
+            ));
+        }
         let options = MySqlConnectOptions::from_str(&normalized)
             // Leases and clock readings are compared by the database's clock: UTC always,
             // whatever the URL or the server says, so DST never moves them.

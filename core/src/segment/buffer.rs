@@ -495,6 +495,45 @@ mod loom_tests {
         });
     }
 
+    /// An all-or-nothing batch (`take_exact`, for a batch taken at call time) races a
+    /// single taker over the last ids of a segment while the taker switches to the
+    /// next: the batch is whole or nothing, inside one segment, and shares no id.
+    #[test]
+    fn loom_an_exact_batch_is_whole_or_nothing() {
+        model(|| {
+            let ring = Arc::new(Ring::new());
+            ring.publish(1, 10, 3, u64::MAX, 3);
+            ring.point_at(1);
+            ring.publish(2, 20, 3, u64::MAX, 3);
+            let batch = {
+                let ring = ring.clone();
+                thread::spawn(move || ring.take_exact(2))
+            };
+            let mut mine = vec![];
+            for _ in 0..2 {
+                match ring.take_one() {
+                    Some(t) => mine.push(Some(t)),
+                    None => {
+                        ring.point_at(2);
+                        ring.clamp();
+                    }
+                }
+            }
+            let batch = batch.join().unwrap();
+            let mut all = ids(&mine);
+            if let Some(t) = batch {
+                assert_eq!(t.count, 2, "a partial batch: {t:?}");
+                let seg = if t.first < 20 { 10..13 } else { 20..23 };
+                assert!(
+                    seg.contains(&t.first) && seg.contains(&(t.first + 1)),
+                    "{t:?}"
+                );
+                all.extend([t.first, t.first + 1]);
+            }
+            assert_unique(&mut all);
+        });
+    }
+
     /// Two takers race over the end of a segment while a third switches to the next
     /// one, as the slow path does (only once the current segment is spent).
     #[test]

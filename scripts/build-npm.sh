@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds the npm tarballs into DIR; scripts/dist.sh calls it with zig and cargo-zigbuild
-# on PATH:
+# Builds the npm tarballs into DIR:
 #   leafid-V.tgz                 what users install: napi's loader, index.js/.mjs, types
 #   leafid-linux-x64-gnu-V.tgz   its optional dependency for Linux x64 (glibc): the binary
-# The binary is built as the wheel is (release, x86_64-unknown-linux-gnu through zig for
-# glibc 2.17, the same target dir), so cargo reuses the core the wheel's build compiled.
+# scripts/dist.sh calls it with the wheel's build environment (zig as the linker, for
+# glibc 2.17): the binary is built as the wheel is (release, x86_64-unknown-linux-gnu,
+# one target dir), so cargo reuses every crate the wheel's build compiled.
 #
 #   scripts/build-npm.sh DIR
 set -euo pipefail
@@ -16,7 +16,7 @@ npm install --no-audit --no-fund --loglevel=error
 
 out=$CARGO_TARGET_DIR/napi-dist
 rm -rf "$out"
-npx napi build --platform --release --cross-compile --target x86_64-unknown-linux-gnu.2.17 \
+npx napi build --platform --release --target x86_64-unknown-linux-gnu \
     --manifest-path bindings-node/Cargo.toml --output-dir "$out" --js binding.js --dts binding.d.ts
 # The loader is committed (a fresh clone packs without building); it must be the one
 # napi generates from this source, or a new export would be missing from it.

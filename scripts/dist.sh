@@ -29,9 +29,16 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 tools=$root/.venv-dist
 [ -x "$tools/bin/maturin" ] || python3 -m venv "$tools"
 "$tools/bin/pip" install -q 'maturin>=1.13,<2' 'ziglang>=0.13' 'cargo-zigbuild>=0.24,<0.25'
-PATH="$tools/bin:$PATH" maturin build --release --zig --out "$dist"
-PATH="$tools/bin:$PATH" bash scripts/build-npm.sh "$dist"
-PATH="$tools/bin:$PATH" maturin sdist --out "$dist"
+# The wheel and the npm binary: one target, profile and linker (scripts/zig/cc), so the
+# second build reuses every crate the first compiled, the core included. Not maturin's
+# --zig nor napi's --cross-compile: each writes a zig wrapper of its own, and cargo
+# recompiles every crate when the linker's path changes.
+release=(env "PATH=$tools/bin:$PATH"
+    "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER=$root/scripts/zig/cc"
+    "CC_x86_64_unknown_linux_gnu=$root/scripts/zig/cc")
+"${release[@]}" maturin build --release --target x86_64-unknown-linux-gnu --out "$dist"
+"${release[@]}" bash scripts/build-npm.sh "$dist"
+"${release[@]}" maturin sdist --out "$dist"
 # --allow-dirty: a working copy with uncommitted changes packages too (a clean clone
 # has none). The package is verified: it is built from the extracted .crate.
 cargo package -p leafid --allow-dirty

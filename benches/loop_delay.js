@@ -5,7 +5,7 @@
 // (tests/node/proxy.js) that forwards, refuses or blackholes.
 //
 //   source .services/env (or scripts/services.sh)   # LEAFID_MYSQL_URL, LEAFID_ZK
-//   npm install                                     # builds leafid (release)
+//   npm install && npm run build                    # builds leafid (release)
 //   node benches/loop_delay.js                      # LEAFID_MODULE=dir to measure another build,
 //                                                   # LEAFID_SCENARIO=text to run only matching rows
 //

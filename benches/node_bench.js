@@ -1,7 +1,7 @@
 // leafid from Node against a bigint counter (the floor: what creating one BigInt costs)
 // and the id generators Node services install today, all in one run:
 //
-//   npm install                                # repository root: builds leafid (release)
+//   npm install && npm run build               # repository root: builds leafid (release)
 //   (cd benches && npm install)                # the peers, bench-only dependencies
 //   node benches/node_bench.js                 # LEAFID_BENCH_MS=1000 per figure
 //

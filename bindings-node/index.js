@@ -1,6 +1,12 @@
-// leafid for Node: the native module's classes and functions, as they are.
+// leafid for Node: the public exports, taken from the native module.
+//
+// binding.js is napi-rs's generated loader: it picks this platform's build
+// (`leafid.<platform>.node` beside it in a checkout, else the `leafid-<platform>`
+// package, glibc or musl on Linux). This file only names what is public: the loader
+// also exports napi's internal names (`JsIdCipher`…, undefined at run time), and
+// these names are the ones index.d.ts declares.
 'use strict';
-const native = require('./leafid.node');
+const native = require('./binding.js');
 
 module.exports = {
   SegmentGenerator: native.SegmentGenerator,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test of leafid on this machine: starts MariaDB and ZooKeeper on loopback
 # (installing them from Debian first when missing), then the Rust core's unit and
-# integration tests, the Python package's pytest suite, the Node package's node:test
-# suite and the cross-language runs. Prints one closing line: "N passed, N failed".
+# integration tests, the release artifacts (scripts/dist.sh), the Python package's
+# pytest suite and the Node package's node:test suite on those artifacts, and the
+# cross-language runs. Prints one closing line: "N passed, N failed".
 #
 #   scripts/test-all.sh            # everything
 #   LEAFID_KEEP_SERVICES=1 ...     # leave the services running afterwards
@@ -53,14 +54,25 @@ stage rust cargo test --workspace --all-targets --no-fail-fast
 stage rust-features rust_features
 stage rust-doc cargo test --workspace --doc
 
+# Every release artifact into dist/, each installed and run without cargo on PATH.
+stage dist bash scripts/dist.sh
+# The Python, Node and cross stages test those artifacts instead of compiling the release
+# core again (`pip install .`, `npm run build`); without them (dist failed) they build.
+dist=${LEAFID_DIST_DIR:-$root/dist}
+if wheel=$(ls "$dist"/leafid-*-manylinux*.whl 2>/dev/null); then
+    export LEAFID_WHEEL=$wheel
+fi
+if tgz=$(ls "$dist"/leafid-linux-x64-gnu-*.tgz 2>/dev/null); then
+    rm -rf "$CARGO_TARGET_DIR/dist-node" && mkdir -p "$CARGO_TARGET_DIR/dist-node"
+    tar -xzf "$tgz" -C "$CARGO_TARGET_DIR/dist-node"
+    export NAPI_RS_NATIVE_LIBRARY_PATH=$CARGO_TARGET_DIR/dist-node/package/leafid.linux-x64-gnu.node
+fi
 if [ -f pyproject.toml ]; then
     stage python bash scripts/test-python.sh
 fi
 if [ -f package.json ]; then
     stage node bash scripts/test-node.sh
 fi
-# Every release artifact into dist/, each installed and run without cargo on PATH.
-stage dist bash scripts/dist.sh
 if [ -f tests/cross/run.sh ]; then
     stage cross bash tests/cross/run.sh
 fi

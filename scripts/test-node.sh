@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Builds the Node package the way a user would (`npm install` at the repository root
-# compiles the native module), then runs the node:test suite (tests/node), which also
-# type-checks the README examples with tsc --strict.
+# Runs the Node package's node:test suite (tests/node), which also type-checks the
+# README examples with tsc --strict. The native module comes from one of:
+#   scripts/test-node.sh                                   # `npm run build` (napi, release)
+#   NAPI_RS_NATIVE_LIBRARY_PATH=path.node scripts/...      # one built already: test-all.sh
+#                                                          # passes the npm tarball's
+# The variable is napi's loader override (bindings-node/binding.js), so every process the
+# tests start loads exactly that file, not a stale build beside the loader.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-npm install --no-audit --no-fund
+npm install --no-audit --no-fund --loglevel=error
+if [ -z "${NAPI_RS_NATIVE_LIBRARY_PATH:-}" ]; then
+    npm run build
+fi
 exec node --test tests/node/

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Builds and installs the Python package into a test venv (.venv-test) the way a user
-# would (`pip install .`), then runs the pytest suite (tests/python).
+# Installs the Python package into a test venv (.venv-test), then runs the pytest suite
+# (tests/python). The package comes from one of:
+#   scripts/test-python.sh                     # `pip install .`, as a user would (maturin)
+#   LEAFID_WHEEL=path.whl scripts/...          # a wheel built already: test-all.sh passes
+#                                              # the one scripts/dist.sh built
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 venv=${LEAFID_TEST_VENV:-$root/.venv-test}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q pytest mypy
-"$venv/bin/pip" install -q --force-reinstall --no-deps .
+"$venv/bin/pip" install -q --force-reinstall --no-deps "${LEAFID_WHEEL:-.}"
 exec "$venv/bin/python" -m pytest -q tests/python "$@"

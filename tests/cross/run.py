@@ -12,10 +12,11 @@ within each process.
 
 Workers: core/examples/issue_ids.rs, tests/cross/worker.py, tests/cross/worker.js (one
 command line for all three), and tests/cross/worker_http.py, a plain HTTP caller of
-`leafid serve` (target/debug/leafid). The Python worker runs on $LEAFID_PYTHON (default: the
-test venv of scripts/test-python.sh); the Node worker on the package `npm install`
-built at the repository root. What each fault did to the run (ids issued, errors
-callers saw, time to recover) is printed as a table and written to
+`leafid serve` (target/debug/leafid). The Python worker runs on $LEAFID_PYTHON (default:
+the test venv of scripts/test-python.sh); the Node worker on the repository's package,
+whose native module is `npm run build`'s, or the one NAPI_RS_NATIVE_LIBRARY_PATH names
+(scripts/test-all.sh passes the npm tarball's). What each fault did to the run (ids
+issued, errors callers saw, time to recover) is printed as a table and written to
 target/cross-report.md.
 
 The shared-config case starts Node `cluster` workers, Python processes and Rust

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of leafid on this machine: starts MariaDB and ZooKeeper on loopback
 # (installing them from Debian first when missing), then the Rust core's unit and
-# integration tests, the release artifacts (scripts/dist.sh), the Python package's
+# integration tests, loom model checks, the release artifacts (scripts/dist.sh), the Python package's
 # pytest suite and the Node package's node:test suite on those artifacts, and the
 # cross-language runs. Prints one closing line: "N passed, N failed".
 #
@@ -47,12 +47,23 @@ rust_features() {
     done
 }
 
+# The lock-free code under loom: the segment ring (`--lib loom`) and the snowflake word
+# (tests/loom_snowflake.rs), every interleaving up to the preemption bound. The cfg
+# swaps in loom's atomics and changes every crate's flags, so it builds apart, in
+# target/loom, and without the backends (the lock-free code needs none).
+loom() {
+    RUSTFLAGS="--cfg leafid_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR="$root/target/loom" \
+        bash -c 'cargo test -q -p leafid --no-default-features --release --lib loom &&
+                 cargo test -q -p leafid --no-default-features --release --test loom_snowflake'
+}
+
 # One target directory for cargo, maturin and napi, so the core compiles once.
 export CARGO_TARGET_DIR="$root/target"
 
 stage rust cargo test --workspace --all-targets --no-fail-fast
 stage rust-features rust_features
 stage rust-doc cargo test --workspace --doc
+stage loom loom
 
 # Every release artifact into dist/, each installed and run without cargo on PATH.
 stage dist bash scripts/dist.sh

@@ -22,6 +22,13 @@
 //! sf.next_id()?;
 //! let text = leafid::metrics::text();
 //! assert!(text.contains("leafid_snowflake_ids_issued_total{worker_id=\"901\"} 1"));
+//!
+//! // The same families in a prometheus-client registry a service already serves:
+//! let mut registry = leafid::metrics::prometheus_client::registry::Registry::default();
+//! leafid::metrics::register(&mut registry);
+//! let mut served = String::new();
+//! leafid::metrics::prometheus_client::encoding::text::encode(&mut served, &registry).unwrap();
+//! assert!(served.contains("leafid_snowflake_lease_state{worker_id=\"901\",state=\"held\"} 1"));
 //! # Ok(()) }
 //! ```
 //!

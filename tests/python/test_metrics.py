@@ -95,3 +95,21 @@ def test_snowflake_ids_issued_and_lease_per_worker(tmp_path: Path) -> None:
         assert value(m, "leafid_snowflake_clock_backward_max_seconds", worker_id="904") >= 0
     # Closed: the worker's series are gone.
     assert 'worker_id="904"' not in leafid.metrics_text()
+
+
+class LeafidCollector:
+    """The README's collector, for a service that already serves prometheus_client."""
+
+    def collect(self) -> Iterator[object]:
+        yield from parse_openmetrics(leafid.metrics_text())
+
+
+def test_a_prometheus_client_registry_serves_leafid_families(segment: leafid.SegmentGenerator) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    for _ in range(3):
+        segment.next_id("py_metrics")
+    registry = CollectorRegistry()
+    registry.register(LeafidCollector())  # type: ignore[arg-type]
+    out = generate_latest(registry).decode()
+    assert 'leafid_segment_ids_issued_total{tag="py_metrics"} 3.0' in out, out

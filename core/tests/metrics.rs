@@ -164,3 +164,44 @@ fn snowflake_ids_issued_lease_and_bound_lead_per_worker() {
     sf.close();
     assert!(!leafid::metrics::text().contains(w));
 }
+
+/// A registry with a clock (ZooKeeper's `mtime` of the lease node) gives a skew reading;
+/// `fixed:` (above) has none. Needs `LEAFID_ZK` (scripts/services.sh).
+#[cfg(feature = "zookeeper")]
+#[test]
+fn snowflake_clock_skew_shows_for_a_registry_with_a_clock() {
+    let zk = std::env::var("LEAFID_ZK").expect(
+        "LEAFID_ZK is not set: start the services (scripts/services.sh start) and \
+         `source .services/env`",
+    );
+    let name = format!(
+        "metrics_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let sf = SnowflakeGenerator::builder()
+        .registry_url(&format!(
+            "zookeeper-recycle://{zk}/{name}?ip=10.0.0.1&port=1&session_timeout_ms=1000"
+        ))
+        .unwrap()
+        .cache_dir(dir.path())
+        .build_blocking()
+        .unwrap();
+    sf.next_id().unwrap();
+    let stats = sf.stats();
+    // Same host: within the allowed skew, or the build would have been refused.
+    let skew = stats.clock_skew_ms.expect("a reading of ZooKeeper's clock");
+    assert!(skew.abs() <= 5_000, "{stats:?}");
+    let text = leafid::metrics::text();
+    let series = format!(
+        "leafid_snowflake_clock_skew_seconds{{worker_id=\"{}\"}}",
+        stats.worker_id
+    );
+    let m = samples(&text);
+    assert_eq!(get(&m, &series, &text), skew as f64 / 1000.0);
+    sf.close();
+}

@@ -16,10 +16,10 @@ use super::store::{self, validate_start, validate_step, validate_tag, SegmentSto
 use super::tag_buffer::{TagBuffer, REFILL_TIMEOUT};
 use super::{SegmentOptions, TagStats};
 use crate::error::{counted, Error, Mode, Result};
+use crate::runtime;
 
 /// The mode segment errors are counted under.
 const SEGMENT: Mode = Mode::Segment;
-use crate::runtime;
 
 /// The outcome of a never-waiting attempt if it is final: an id, or an error waiting
 /// cannot cure. `None` when waiting may help (no segment at hand yet, a store that may
@@ -195,15 +195,12 @@ impl SegmentGenerator {
     /// the cache is first looked up in the store (also within that time).
     #[inline]
     pub fn next_id(&self, tag: &str) -> Result<i64> {
+        // The buffer counts its own errors, off the path that took an id.
         let tags = self.inner.tags.load();
-        let id = match tags.get(tag) {
+        match tags.get(tag) {
             Some(buf) => buf.next_id(&self.inner),
-            None => self
-                .inner
-                .find(tag)
-                .and_then(|buf| buf.next_id(&self.inner)),
-        };
-        counted(id, SEGMENT)
+            None => counted(self.inner.find(tag), SEGMENT)?.next_id(&self.inner),
+        }
     }
 
     /// The next id of `tag` if it can be had without waiting; `None` otherwise (unknown
@@ -219,17 +216,21 @@ impl SegmentGenerator {
     /// lookup runs in the background: if the tag exists, a later call finds it.
     #[inline]
     pub fn next_id_now(&self, tag: &str) -> Result<i64> {
-        counted(self.next_id_now_uncounted(tag), SEGMENT)
+        // As `next_id`: the buffer counts its own errors.
+        let tags = self.inner.tags.load();
+        match tags.get(tag) {
+            Some(buf) => buf.next_id_now(&self.inner),
+            None => counted(self.inner.find_now(tag), SEGMENT)?.next_id_now(&self.inner),
+        }
     }
 
     /// [`next_id_now`](Self::next_id_now) for the async calls' first attempt, whose
     /// error is not final (they wait on and count only what they return).
-    #[inline]
-    fn next_id_now_uncounted(&self, tag: &str) -> Result<i64> {
+    fn next_id_now_quiet(&self, tag: &str) -> Result<i64> {
         let tags = self.inner.tags.load();
         match tags.get(tag) {
-            Some(buf) => buf.next_id_now(&self.inner),
-            None => self.inner.find_now(tag)?.next_id_now(&self.inner),
+            Some(buf) => buf.next_id_now_quiet(&self.inner),
+            None => self.inner.find_now(tag)?.next_id_now_quiet(&self.inner),
         }
     }
 
@@ -263,7 +264,7 @@ impl SegmentGenerator {
     ) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
         // Take at call time, without waiting: an id at hand (or a segment switch) needs
         // no task and ids follow call order; an error waiting cannot cure is final.
-        let now = settled_now(self.next_id_now_uncounted(tag));
+        let now = settled_now(self.next_id_now_quiet(tag));
         let inner = self.inner.clone();
         let tag = tag.to_string();
         async move {
@@ -475,7 +476,7 @@ impl TagHandle {
     /// id is at hand it waits up to the generator's `wait_timeout` for a refill.
     #[inline]
     pub fn next_id(&self) -> Result<i64> {
-        counted(self.buf.next_id(&self.inner), SEGMENT)
+        self.buf.next_id(&self.inner)
     }
 
     /// The next id if it can be had without waiting (the common case), `None` when the
@@ -509,7 +510,7 @@ impl TagHandle {
     /// callers that must never block (Node's synchronous calls).
     #[inline]
     pub fn next_id_now(&self) -> Result<i64> {
-        counted(self.buf.next_id_now(&self.inner), SEGMENT)
+        self.buf.next_id_now(&self.inner)
     }
 
     /// `n` ids without ever waiting (see [`next_id_now`](Self::next_id_now)).
@@ -531,7 +532,7 @@ impl TagHandle {
     /// [`next_id`](Self::next_id).
     pub fn next_id_async(&self) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
         // As `SegmentGenerator::next_id_async`: take at call time when it can.
-        let now = settled_now(self.buf.next_id_now(&self.inner));
+        let now = settled_now(self.buf.next_id_now_quiet(&self.inner));
         let (buf, inner) = (self.buf.clone(), self.inner.clone());
         async move {
             let id = match now {

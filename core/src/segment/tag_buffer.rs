@@ -12,7 +12,7 @@ use super::buffer::{
 use super::generator::Inner;
 use super::refill::{refill, replay};
 use super::{RefillLatency, SegmentStats, TagStats};
-use crate::error::{Error, Result};
+use crate::error::{counted, Error, Mode, Result};
 use crate::runtime;
 
 /// Longest pause between refill attempts while the store keeps failing.
@@ -93,9 +93,12 @@ impl TagBuffer {
     pub(super) fn next_id(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<i64> {
         match self.try_next_id(inner) {
             Some(id) => Ok(id),
-            None => self
-                .slow(inner, 1, inner.opts.wait_timeout)
-                .map(|t| t.first),
+            // Errors are counted here, off the path that took an id.
+            None => counted(
+                self.slow(inner, 1, inner.opts.wait_timeout)
+                    .map(|t| t.first),
+                Mode::Segment,
+            ),
         }
     }
 
@@ -126,6 +129,19 @@ impl TagBuffer {
     /// [`next_id`](Self::next_id) that never waits: the slow path with no time to wait.
     #[inline(always)]
     pub(super) fn next_id_now(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<i64> {
+        match self.try_next_id(inner) {
+            Some(id) => Ok(id),
+            None => counted(
+                self.slow(inner, 1, Duration::ZERO).map(|t| t.first),
+                Mode::Segment,
+            ),
+        }
+    }
+
+    /// [`next_id_now`](Self::next_id_now) without counting its error: the async calls'
+    /// first attempt, whose error is not final (they count what they return).
+    #[inline(always)]
+    pub(super) fn next_id_now_quiet(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<i64> {
         match self.try_next_id(inner) {
             Some(id) => Ok(id),
             None => self.slow(inner, 1, Duration::ZERO).map(|t| t.first),

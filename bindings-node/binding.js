@@ -847,3 +847,4 @@ module.exports.decode = nativeBinding.decode
 module.exports.jsSafeLayout = nativeBinding.jsSafeLayout
 module.exports.LEAF_EPOCH = nativeBinding.LEAF_EPOCH
 module.exports.leafLayout = nativeBinding.leafLayout
+module.exports.metricsText = nativeBinding.metricsText

@@ -361,5 +361,12 @@ export declare function encodeBase62(id: bigint): string;
  * `0-9A-Za-z` or a value past 2^63-1 is a `TypeError` (`ERR_INVALID_ARG_VALUE`).
  */
 export declare function decodeBase62(s: string): bigint;
+/**
+ * The Prometheus metrics of every live generator in this process, as OpenMetrics text
+ * (families `leafid_…`; ends with `# EOF`). Serve it from your own `/metrics` with the
+ * content type `application/openmetrics-text; version=1.0.0; charset=utf-8`. Reads
+ * memory only: never waits on I/O.
+ */
+export declare function metricsText(): string;
 /** Leaf's epoch, ms since the Unix epoch. */
 export declare const LEAF_EPOCH: number;

@@ -18,5 +18,6 @@ module.exports = {
   IdCipher: native.IdCipher,
   encodeBase62: native.encodeBase62,
   decodeBase62: native.decodeBase62,
+  metricsText: native.metricsText,
   LEAF_EPOCH: native.LEAF_EPOCH,
 };

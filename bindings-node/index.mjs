@@ -2,5 +2,5 @@
 import leafid from './index.js';
 
 export const { SegmentGenerator, TagHandle, SnowflakeGenerator, decode, leafLayout, LEAF_EPOCH,
-  jsSafeLayout, IdCipher, encodeBase62, decodeBase62 } = leafid;
+  jsSafeLayout, IdCipher, encodeBase62, decodeBase62, metricsText } = leafid;
 export default leafid;

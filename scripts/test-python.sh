@@ -9,6 +9,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 venv=${LEAFID_TEST_VENV:-$root/.venv-test}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q pytest mypy
+"$venv/bin/pip" install -q pytest mypy prometheus_client
 "$venv/bin/pip" install -q --force-reinstall --no-deps "${LEAFID_WHEEL:-.}"
 exec "$venv/bin/python" -m pytest -q tests/python "$@"

@@ -1,7 +1,8 @@
 //! Node bindings of leafid (napi-rs): conversions only. Each file mirrors a core
 //! module: `segment.rs` wraps `leafid::segment`, `snowflake.rs` wraps
 //! `leafid::snowflake`, `error.rs` maps `leafid::Error` to JS errors with a `code`;
-//! `cipher.rs` wraps `leafid::cipher` and `leafid::base62`;
+//! `cipher.rs` wraps `leafid::cipher` and `leafid::base62`, `metrics.rs` wraps
+//! `leafid::metrics`;
 //! `args.rs` reads arguments as Node's built-in modules do, `promise.rs` settles
 //! Promises from the core's runtime and `fast.rs` is the hand-written glue of the
 //! `nextId` methods.
@@ -13,6 +14,7 @@ mod args;
 mod cipher;
 mod error;
 mod fast;
+mod metrics;
 mod promise;
 mod segment;
 mod snowflake;

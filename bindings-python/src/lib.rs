@@ -3,7 +3,7 @@
 //! Conversions only. Each file mirrors a core module: `segment.rs` wraps
 //! `leafid::segment`, `snowflake.rs` wraps `leafid::snowflake`, `error.rs` maps
 //! `leafid::Error` to the exception classes of `leafid/_errors.py`, `logging.rs` forwards
-//! the core's `tracing` events to Python's `logging`.
+//! the core's `tracing` events to Python's `logging`, `metrics.rs` wraps `leafid::metrics`.
 
 use pyo3::prelude::*;
 
@@ -12,6 +12,7 @@ mod base62;
 mod cipher;
 mod error;
 mod logging;
+mod metrics;
 mod segment;
 mod snowflake;
 
@@ -43,6 +44,7 @@ fn _leafid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cipher::PyIdCipher>()?;
     m.add_function(wrap_pyfunction!(base62::encode_base62, m)?)?;
     m.add_function(wrap_pyfunction!(base62::decode_base62, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::metrics_text, m)?)?;
     m.add_function(wrap_pyfunction!(logging::_shutdown_logging, m)?)?;
     m.add("LEAF_EPOCH_MS", leafid::snowflake::LEAF_EPOCH_MS)?;
     // The workspace version, which maturin also writes into the wheel's metadata

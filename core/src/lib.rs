@@ -10,6 +10,8 @@
 //! - [`cipher`] — opaque ids: [`IdCipher`], a keyed permutation of the positive ids
 //!   (NIST FF1), for ids that must not reveal a count or a time.
 //! - [`base62`] — ids as 11-character strings whose byte order is numeric order.
+//! - `metrics` (feature `metrics`, on by default) — every live generator's state as
+//!   Prometheus text, one call to mount in a service's own `/metrics`.
 //!
 //! The database and ZooKeeper are touched only by background tasks on one runtime the
 //! crate owns ([`runtime`]); `next_id` is an atomic operation on memory.
@@ -33,6 +35,8 @@ pub mod cipher;
 pub mod clock;
 pub mod error;
 pub mod limits;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod redact;
 pub mod runtime;
 pub mod segment;
@@ -42,7 +46,10 @@ pub use base62::{decode_base62, encode_base62};
 pub use cipher::IdCipher;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{Error, ErrorKind, Result};
-pub use segment::{SegmentGenerator, SegmentOptions, SegmentStats, TagHandle, TagStats};
+pub use segment::{
+    RefillLatency, SegmentGenerator, SegmentOptions, SegmentStats, TagHandle, TagStats,
+};
 pub use snowflake::{
-    decode, DecodedId, Layout, RegistryConfig, SnowflakeBuilder, SnowflakeGenerator,
+    decode, DecodedId, Layout, LeaseStatus, RegistryConfig, SnowflakeBuilder, SnowflakeGenerator,
+    SnowflakeStats,
 };

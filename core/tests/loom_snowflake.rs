@@ -189,7 +189,7 @@ impl Model {
                 |now| self.gate(now),
                 || start,
             ) {
-                Ok((first, last)) => out.extend(first..=last),
+                Ok(run) => out.extend(run.first..=run.last),
                 Err(stall) => {
                     if let Err(e) = self.stalled(stall, clock) {
                         return (out, Err(e));

@@ -108,10 +108,7 @@ async fn segment_get(
         Some(n) => next_segment_ids(gen, &key, n).await,
     };
     match result {
-        Ok(ids) => {
-            s.metrics.segment_issued(&key, ids.len() as u64);
-            ids_body(&ids)
-        }
+        Ok(ids) => ids_body(&ids),
         Err(e) => leaf_failure(
             &s.metrics,
             "segment",
@@ -162,11 +159,7 @@ async fn snowflake_get(
         Err(_) => gen.next_ids_async(n).await,
     };
     match result {
-        Ok(ids) => {
-            s.metrics
-                .snowflake_issued(gen.worker_id(), ids.len() as u64);
-            ids_body(&ids)
-        }
+        Ok(ids) => ids_body(&ids),
         Err(e) => leaf_failure(
             &s.metrics,
             "snowflake",

@@ -27,7 +27,7 @@ fn state() -> AppState {
     AppState {
         segment: Some(slot.clone()),
         snowflake: Some(snowflake.clone()),
-        metrics: std::sync::Arc::new(Metrics::new(Some(slot), Some(snowflake))),
+        metrics: std::sync::Arc::new(Metrics::new()),
     }
 }
 

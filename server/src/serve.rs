@@ -58,7 +58,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         ),
         None => None,
     };
-    let metrics = Arc::new(Metrics::new(segment.clone(), snowflake.clone()));
+    let metrics = Arc::new(Metrics::new());
     let state = AppState {
         segment: segment.clone(),
         snowflake: snowflake.clone(),

@@ -56,7 +56,11 @@ fn parse(text: &str) -> HashMap<String, f64> {
                 }
             }
         }
-        let family = name.strip_suffix("_total").unwrap_or(name);
+        // A counter's samples end in `_total`, a histogram's in `_bucket`/`_sum`/`_count`.
+        let family = ["_total", "_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|suffix| name.strip_suffix(suffix).filter(|f| types.contains_key(*f)))
+            .unwrap_or(name);
         assert!(types.contains_key(family), "sample without # TYPE: {line}");
         samples.insert(series.to_string(), value);
     }
@@ -96,7 +100,12 @@ fn metrics_count_ids_errors_and_show_segment_state() {
         1.0
     );
     assert_eq!(
-        get("leafid_errors_total{mode=\"segment\",code=\"-2\",error=\"TagNotFound\"}"),
+        get("leafid_http_errors_total{mode=\"segment\",code=\"-2\",error=\"TagNotFound\"}"),
+        1.0
+    );
+    // The core's count of the same failure, by its error code (one per request).
+    assert_eq!(
+        get("leafid_errors_total{mode=\"segment\",code=\"LEAF_TAG_NOT_FOUND\"}"),
         1.0
     );
     assert_eq!(get(&format!("leafid_segment_step{{tag=\"{tag}\"}}")), 100.0);
@@ -107,5 +116,18 @@ fn metrics_count_ids_errors_and_show_segment_state() {
     );
     // The readiness gauge exists per tag (its value depends on the refill's timing).
     assert!(m.contains_key(&format!("leafid_segment_next_ready{{tag=\"{tag}\"}}")));
-    assert_eq!(get("leafid_snowflake_worker_id"), 953.0);
+    // The core's families for the snowflake worker: its lease is held, its bound ahead.
+    assert_eq!(
+        get("leafid_snowflake_lease_state{worker_id=\"953\",state=\"held\"}"),
+        1.0
+    );
+    assert!(get("leafid_snowflake_bound_lead_seconds{worker_id=\"953\"}") > 0.0);
+    // Refill latency: one histogram per tag, its +Inf bucket counting every refill.
+    let refills = get(&format!("leafid_segment_refills_total{{tag=\"{tag}\"}}"));
+    assert_eq!(
+        get(&format!(
+            "leafid_segment_refill_duration_seconds_bucket{{le=\"+Inf\",tag=\"{tag}\"}}"
+        )),
+        refills
+    );
 }

@@ -110,7 +110,7 @@ const NO_ARGUMENTS = new Set([
   'TagHandle#nextIdString', 'TagHandle#nextIdAsync', 'TagHandle#tag',
   'SnowflakeGenerator#nextId', 'SnowflakeGenerator#nextIdString', 'SnowflakeGenerator#nextIdAsync',
   'SnowflakeGenerator#close', 'SnowflakeGenerator#workerId', 'SnowflakeGenerator#layout',
-  'leafLayout', 'jsSafeLayout', 'LEAF_EPOCH',
+  'leafLayout', 'jsSafeLayout', 'LEAF_EPOCH', 'metricsText',
 ]);
 
 function describe(v) {

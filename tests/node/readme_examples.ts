@@ -1,6 +1,6 @@
 // The Node examples of README.md, checked with `tsc --noEmit --strict` by
 // readme.test.js.
-import { SegmentGenerator, SnowflakeGenerator, decode, type LeafError } from 'leafid';
+import { SegmentGenerator, SnowflakeGenerator, decode, metricsText, type LeafError } from 'leafid';
 
 export async function segmentExample(url: string): Promise<bigint[]> {
   const gen = await SegmentGenerator.connect(url, { createTable: true, tags: ['order'] });
@@ -25,4 +25,10 @@ export async function snowflakeExample(lockDir: string): Promise<number> {
   const released: boolean = await sf.close();
   console.log(released);
   return parts.workerId;
+}
+
+export function metricsExample(): { contentType: string; body: string } {
+  // Express: app.get('/metrics', (req, res) => res.type(contentType).send(metricsText()));
+  const body: string = metricsText();
+  return { contentType: 'application/openmetrics-text; version=1.0.0; charset=utf-8', body };
 }

@@ -7,6 +7,7 @@ import asyncio
 import os
 import sys
 import tempfile
+from typing import Callable
 
 import leafid
 
@@ -42,9 +43,15 @@ async def async_example(url: str, cache_dir: str) -> list[int]:
     return [order_id, handle_id, *ids]
 
 
+def metrics_wsgi(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
+    start_response("200 OK", [("Content-Type", "application/openmetrics-text; version=1.0.0; charset=utf-8")])
+    return [leafid.metrics_text().encode()]
+
+
 if __name__ == "__main__":
     tmp = tempfile.mkdtemp()
     url = os.environ.get("LEAFID_EXAMPLE_URL", f"sqlite://{tmp}/ids.db")
     print(segment_example(url)[:3], snowflake_example(os.path.join(tmp, "workers")))
     print(asyncio.run(async_example(url, tmp))[:3])
+    assert metrics_wsgi({}, lambda status, headers: None)[0].endswith(b"# EOF\n")
     sys.exit(0)

@@ -135,6 +135,7 @@ def rows() -> list[Row]:
         Row("IdCipher.decrypt_many", "ids", IDS, lambda o, v: o["cipher"].decrypt_many(v)),
         Row("encode_base62", "id", kind(([None, "1", 1.5], TYPE), ([-1, 2**63, 2**64], (ValueError,))), lambda o, v: leafid.encode_base62(v)),
         Row("decode_base62", "s", BASE62, lambda o, v: leafid.decode_base62(v)),
+        Row("metrics_text", "-", NONE, lambda o, v: leafid.metrics_text(v)),  # type: ignore[call-arg]
     ]
 
 

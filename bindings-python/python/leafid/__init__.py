@@ -55,6 +55,7 @@ from ._leafid import (
     TagStats,
     decode_base62,
     encode_base62,
+    metrics_text,
 )
 from ._leafid import __version__ as __version__
 from ._leafid import _shutdown_logging
@@ -119,4 +120,5 @@ __all__ = [
     "decode",
     "decode_base62",
     "encode_base62",
+    "metrics_text",
 ]

@@ -73,6 +73,7 @@ __all__ = [
     "decode",
     "decode_base62",
     "encode_base62",
+    "metrics_text",
 ]
 
 __version__: str
@@ -359,6 +360,12 @@ class IdCipher:
 def encode_base62(id: int) -> str:
     """``id`` (0..2**63-1) as 11 characters of ``0-9A-Za-z`` whose string order is the
     ids' order; raises ``InvalidConfig`` for a negative id. An encoding, not encryption."""
+
+def metrics_text() -> str:
+    """The Prometheus metrics of every live generator in this process, as OpenMetrics
+    text (families ``leafid_…``; ends with ``# EOF``). Serve it from your own
+    ``/metrics`` with the content type
+    ``application/openmetrics-text; version=1.0.0; charset=utf-8``. Never waits on I/O."""
 
 def decode_base62(s: str) -> int:
     """The id an 11-character base-62 string encodes; raises ``InvalidConfig`` for a

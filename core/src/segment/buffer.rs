@@ -291,6 +291,12 @@ impl Ring {
         }
     }
 
+    /// How many ids the segment of generation `gen` holds; 0 when no slot holds it (no
+    /// segment loaded yet, or forgotten after a fork). Slow path and stats only.
+    pub fn len_of(&self, gen: u64) -> u64 {
+        self.read(gen).map_or(0, |(_, len, _)| len)
+    }
+
     /// The cursor as `(generation, offset)`.
     pub fn position(&self) -> (u64, u64) {
         // Acquire: callers compare it with slots they read next.

@@ -15,8 +15,11 @@ use super::refill::copy_error;
 use super::store::{self, validate_start, validate_step, validate_tag, SegmentStore, TagRow};
 use super::tag_buffer::{TagBuffer, REFILL_TIMEOUT};
 use super::{SegmentOptions, TagStats};
-use crate::error::{Error, Result};
+use crate::error::{counted, Error, Mode, Result};
 use crate::runtime;
+
+/// The mode segment errors are counted under.
+const SEGMENT: Mode = Mode::Segment;
 
 /// The outcome of a never-waiting attempt if it is final: an id, or an error waiting
 /// cannot cure. `None` when waiting may help (no segment at hand yet, a store that may
@@ -182,6 +185,8 @@ impl SegmentGenerator {
         })
         .await?;
         inner.start_refresher();
+        #[cfg(feature = "metrics")]
+        crate::metrics::track_arc(&inner);
         Ok(SegmentGenerator { inner })
     }
 
@@ -190,10 +195,11 @@ impl SegmentGenerator {
     /// the cache is first looked up in the store (also within that time).
     #[inline]
     pub fn next_id(&self, tag: &str) -> Result<i64> {
+        // The buffer counts its own errors, off the path that took an id.
         let tags = self.inner.tags.load();
         match tags.get(tag) {
             Some(buf) => buf.next_id(&self.inner),
-            None => self.inner.find(tag)?.next_id(&self.inner),
+            None => counted(self.inner.find(tag), SEGMENT)?.next_id(&self.inner),
         }
     }
 
@@ -210,10 +216,21 @@ impl SegmentGenerator {
     /// lookup runs in the background: if the tag exists, a later call finds it.
     #[inline]
     pub fn next_id_now(&self, tag: &str) -> Result<i64> {
+        // As `next_id`: the buffer counts its own errors.
         let tags = self.inner.tags.load();
         match tags.get(tag) {
             Some(buf) => buf.next_id_now(&self.inner),
-            None => self.inner.find_now(tag)?.next_id_now(&self.inner),
+            None => counted(self.inner.find_now(tag), SEGMENT)?.next_id_now(&self.inner),
+        }
+    }
+
+    /// [`next_id_now`](Self::next_id_now) for the async calls' first attempt, whose
+    /// error is not final (they wait on and count only what they return).
+    fn next_id_now_quiet(&self, tag: &str) -> Result<i64> {
+        let tags = self.inner.tags.load();
+        match tags.get(tag) {
+            Some(buf) => buf.next_id_now_quiet(&self.inner),
+            None => self.inner.find_now(tag)?.next_id_now_quiet(&self.inner),
         }
     }
 
@@ -229,10 +246,13 @@ impl SegmentGenerator {
     pub fn fill_now(&self, tag: &str, out: &mut [i64]) -> Result<()> {
         let tags = self.inner.tags.load();
         let buf = match tags.get(tag) {
-            Some(buf) => buf.clone(),
-            None => self.inner.find_now(tag)?,
+            Some(buf) => Ok(buf.clone()),
+            None => self.inner.find_now(tag),
         };
-        buf.fill(&self.inner, out, Duration::ZERO)
+        counted(
+            buf.and_then(|buf| buf.fill(&self.inner, out, Duration::ZERO)),
+            SEGMENT,
+        )
     }
 
     /// The next id of `tag`, waiting without blocking any thread; see
@@ -244,18 +264,19 @@ impl SegmentGenerator {
     ) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
         // Take at call time, without waiting: an id at hand (or a segment switch) needs
         // no task and ids follow call order; an error waiting cannot cure is final.
-        let now = settled_now(self.next_id_now(tag));
+        let now = settled_now(self.next_id_now_quiet(tag));
         let inner = self.inner.clone();
         let tag = tag.to_string();
         async move {
             if let Some(now) = now {
-                return now;
+                return counted(now, SEGMENT);
             }
-            runtime::run(async move {
+            let id = runtime::run(async move {
                 let buf = inner.find_async(&tag).await?;
                 buf.next_id_async(inner).await
             })
-            .await
+            .await;
+            counted(id, SEGMENT)
         }
     }
 
@@ -279,11 +300,12 @@ impl SegmentGenerator {
             if let Some(ids) = at_hand {
                 return Ok(ids);
             }
-            runtime::run(async move {
+            let ids = runtime::run(async move {
                 let buf = inner.find_async(&tag).await?;
                 buf.fill_async(inner, n).await
             })
-            .await
+            .await;
+            counted(ids, SEGMENT)
         }
     }
 
@@ -299,13 +321,12 @@ impl SegmentGenerator {
     /// [`next_id`](Self::next_id) does.
     pub fn fill(&self, tag: &str, out: &mut [i64]) -> Result<()> {
         let tags = self.inner.tags.load();
-        match tags.get(tag) {
-            Some(buf) => buf.fill(&self.inner, out, self.inner.opts.wait_timeout),
-            None => self
-                .inner
-                .find(tag)?
-                .fill(&self.inner, out, self.inner.opts.wait_timeout),
-        }
+        let wait = self.inner.opts.wait_timeout;
+        let filled = match tags.get(tag) {
+            Some(buf) => buf.fill(&self.inner, out, wait),
+            None => (self.inner.find(tag)).and_then(|buf| buf.fill(&self.inner, out, wait)),
+        };
+        counted(filled, SEGMENT)
     }
 
     /// A handle on `tag` for the hot path. Making it starts loading the tag's first
@@ -316,7 +337,7 @@ impl SegmentGenerator {
         let cached = self.inner.tags.load().get(tag).cloned();
         let buf = match cached {
             Some(buf) => buf,
-            None => self.inner.find(tag)?,
+            None => counted(self.inner.find(tag), SEGMENT)?,
         };
         buf.load_first(&self.inner);
         Ok(TagHandle {
@@ -333,7 +354,7 @@ impl SegmentGenerator {
         let cached = self.inner.tags.load().get(tag).cloned();
         let buf = match cached {
             Some(buf) => buf,
-            None => self.inner.find_now(tag)?,
+            None => counted(self.inner.find_now(tag), SEGMENT)?,
         };
         buf.load_first(&self.inner);
         Ok(TagHandle {
@@ -446,10 +467,7 @@ impl SegmentGenerator {
 
     /// Per-tag state (Leaf's `/cache` page, plus refill count, latency and last error).
     pub fn stats(&self) -> Vec<TagStats> {
-        let tags = self.inner.tags.load();
-        let mut stats: Vec<TagStats> = tags.live.values().map(|e| e.buf.stats()).collect();
-        stats.sort_by(|a, b| a.tag.cmp(&b.tag));
-        stats
+        self.inner.stats()
     }
 
     /// Stops background work; later calls fail with [`Error::Closed`]. Idempotent.
@@ -489,8 +507,10 @@ impl TagHandle {
 
     /// Fills `out` with ids, reserving whole runs at a time.
     pub fn fill(&self, out: &mut [i64]) -> Result<()> {
-        self.buf
-            .fill(&self.inner, out, self.inner.opts.wait_timeout)
+        let filled = self
+            .buf
+            .fill(&self.inner, out, self.inner.opts.wait_timeout);
+        counted(filled, SEGMENT)
     }
 
     /// The next id without ever waiting: when none is at hand (segment spent and the
@@ -512,7 +532,7 @@ impl TagHandle {
 
     /// Fills `out` with ids without ever waiting (see [`next_id_now`](Self::next_id_now)).
     pub fn fill_now(&self, out: &mut [i64]) -> Result<()> {
-        self.buf.fill(&self.inner, out, Duration::ZERO)
+        counted(self.buf.fill(&self.inner, out, Duration::ZERO), SEGMENT)
     }
 
     /// The next id, waiting up to the generator's `wait_timeout` for a refill without
@@ -522,13 +542,14 @@ impl TagHandle {
     /// [`next_id`](Self::next_id).
     pub fn next_id_async(&self) -> impl std::future::Future<Output = Result<i64>> + Send + 'static {
         // As `SegmentGenerator::next_id_async`: take at call time when it can.
-        let now = settled_now(self.next_id_now());
+        let now = settled_now(self.buf.next_id_now_quiet(&self.inner));
         let (buf, inner) = (self.buf.clone(), self.inner.clone());
         async move {
-            match now {
+            let id = match now {
                 Some(now) => now,
                 None => runtime::run(buf.next_id_async(inner)).await,
-            }
+            };
+            counted(id, SEGMENT)
         }
     }
 
@@ -545,7 +566,7 @@ impl TagHandle {
             if let Some(ids) = at_hand {
                 return Ok(ids);
             }
-            runtime::run(buf.fill_async(inner, n)).await
+            counted(runtime::run(buf.fill_async(inner, n)).await, SEGMENT)
         }
     }
 }
@@ -588,7 +609,22 @@ impl runtime::ForkLock for Inner {
     }
 }
 
+#[cfg(feature = "metrics")]
+impl crate::metrics::Observed for Inner {
+    fn snapshot(&self) -> Option<crate::metrics::Snapshot> {
+        let open = self.check_open().is_ok();
+        open.then(|| crate::metrics::Snapshot::Segment(self.stats()))
+    }
+}
+
 impl Inner {
+    fn stats(&self) -> Vec<TagStats> {
+        let tags = self.tags.load();
+        let mut stats: Vec<TagStats> = tags.live.values().map(|e| e.buf.stats()).collect();
+        stats.sort_by(|a, b| a.tag.cmp(&b.tag));
+        stats
+    }
+
     /// The store, reopened with fresh connections in a forked child. A store that
     /// cannot follow a fork (`memory:`) makes every use in the child fail with the
     /// reason: the parent's copy must never hand out ranges in two processes.

@@ -130,6 +130,56 @@ pub struct TagStats {
     pub refills: u64,
     /// How long the latest load took.
     pub last_refill: Option<Duration>,
+    /// How long every successful load took, bucketed.
+    pub refill_latency: RefillLatency,
+    /// Ids issued for the tag by this generator in this process (a forked child counts
+    /// from zero). Derived from the segments' state, so issuing pays nothing for it.
+    pub issued: u64,
     /// The latest load's error, cleared by the next success.
     pub last_error: Option<String>,
+}
+
+/// The upper bounds (seconds) of [`RefillLatency`]'s buckets: 1 ms to 30 s, the
+/// refill's own timeout, roughly tripling.
+pub const REFILL_LATENCY_BOUNDS: [f64; 11] = [
+    0.001,
+    0.003,
+    0.01,
+    0.03,
+    0.1,
+    0.3,
+    1.0,
+    3.0,
+    10.0,
+    30.0,
+    f64::INFINITY,
+];
+
+/// Durations of a tag's successful segment loads, as a histogram: counts per bucket of
+/// [`REFILL_LATENCY_BOUNDS`] (not cumulative), their sum and count. Kept under the tag's
+/// slow-path lock by the refill task, never touched by issuing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RefillLatency {
+    /// Loads per bucket: `buckets[i]` counts durations in
+    /// `(REFILL_LATENCY_BOUNDS[i - 1], REFILL_LATENCY_BOUNDS[i]]`.
+    pub buckets: [u64; REFILL_LATENCY_BOUNDS.len()],
+    /// The sum of all durations, in seconds.
+    pub sum_seconds: f64,
+    /// How many loads.
+    pub count: u64,
+}
+
+impl RefillLatency {
+    /// Adds one load that took `took`.
+    pub fn observe(&mut self, took: Duration) {
+        let secs = took.as_secs_f64();
+        // The last bound is infinite, so a bucket is always found.
+        let i = REFILL_LATENCY_BOUNDS
+            .iter()
+            .position(|&bound| secs <= bound)
+            .unwrap_or(REFILL_LATENCY_BOUNDS.len() - 1);
+        self.buckets[i] += 1;
+        self.sum_seconds += secs;
+        self.count += 1;
+    }
 }

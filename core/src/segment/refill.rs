@@ -129,6 +129,7 @@ pub(super) async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
             buf.ring.next.store(NEXT_READY, Ordering::Release);
             st.refills += 1;
             st.last_refill = Some(elapsed);
+            st.refill_latency.observe(elapsed);
             st.last_error = None;
             st.backoff_ms = 0;
             buf.retry_at.store(0, Ordering::Relaxed);

@@ -11,8 +11,8 @@ use super::buffer::{
 };
 use super::generator::Inner;
 use super::refill::{refill, replay};
-use super::{SegmentStats, TagStats};
-use crate::error::{Error, Result};
+use super::{RefillLatency, SegmentStats, TagStats};
+use crate::error::{counted, Error, Mode, Result};
 use crate::runtime;
 
 /// Longest pause between refill attempts while the store keeps failing.
@@ -56,6 +56,12 @@ pub(super) struct SlowState {
     pub(super) backoff_ms: i64,
     pub(super) refills: u64,
     pub(super) last_refill: Option<Duration>,
+    /// Every successful load's duration, bucketed (for the refill latency histogram).
+    pub(super) refill_latency: RefillLatency,
+    /// Ids issued from segments this process switched away from (or closed): with the
+    /// current segment's offset, every id issued, derived from state the hot path keeps
+    /// anyway instead of a counter it would have to bump.
+    pub(super) spent: u64,
     pub(super) closed: bool,
     /// The end (exclusive) of the last segment loaded, 0 before the first: a later
     /// segment must start at or above it (the row is read from the database; a lowered,
@@ -87,9 +93,12 @@ impl TagBuffer {
     pub(super) fn next_id(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<i64> {
         match self.try_next_id(inner) {
             Some(id) => Ok(id),
-            None => self
-                .slow(inner, 1, inner.opts.wait_timeout)
-                .map(|t| t.first),
+            // Errors are counted here, off the path that took an id.
+            None => counted(
+                self.slow(inner, 1, inner.opts.wait_timeout)
+                    .map(|t| t.first),
+                Mode::Segment,
+            ),
         }
     }
 
@@ -120,6 +129,19 @@ impl TagBuffer {
     /// [`next_id`](Self::next_id) that never waits: the slow path with no time to wait.
     #[inline(always)]
     pub(super) fn next_id_now(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<i64> {
+        match self.try_next_id(inner) {
+            Some(id) => Ok(id),
+            None => counted(
+                self.slow(inner, 1, Duration::ZERO).map(|t| t.first),
+                Mode::Segment,
+            ),
+        }
+    }
+
+    /// [`next_id_now`](Self::next_id_now) without counting its error: the async calls'
+    /// first attempt, whose error is not final (they count what they return).
+    #[inline(always)]
+    pub(super) fn next_id_now_quiet(self: &Arc<Self>, inner: &Arc<Inner>) -> Result<i64> {
         match self.try_next_id(inner) {
             Some(id) => Ok(id),
             None => self.slow(inner, 1, Duration::ZERO).map(|t| t.first),
@@ -374,6 +396,8 @@ impl TagBuffer {
                             self.tag
                         ))));
                     }
+                    // The segment left is spent: all its ids were issued.
+                    st.spent += self.ring.len_of(st.gen);
                     st.gen += 1;
                     // Release: pairs with the Acquire loads of the flag.
                     self.ring.next.store(NEXT_NONE, Ordering::Release);
@@ -492,6 +516,8 @@ impl TagBuffer {
         self.ring.point_at(st.gen);
         st.initialized = false;
         st.update_ts = 0;
+        // Ids issued by this process only: the parent's were counted there.
+        st.spent = 0;
         st.last_error = None;
         st.backoff_ms = 0;
         self.retry_at.store(0, Ordering::Relaxed);
@@ -506,6 +532,10 @@ impl TagBuffer {
     /// Stops issuing and refilling, for good (handles included).
     pub(super) fn close(&self) {
         let mut st = self.lock();
+        if !st.closed {
+            // The ids issued from the current segment, before its offset is lost.
+            st.spent += self.current_issued();
+        }
         st.closed = true;
         // No slot ever holds CLOSED_GEN, so every take fails and goes to the slow
         // path, which answers `Closed`.
@@ -513,8 +543,16 @@ impl TagBuffer {
         self.wake(&st);
     }
 
+    /// Ids taken from the current segment (none when no slot holds it).
+    fn current_issued(&self) -> u64 {
+        let (gen, offset) = self.ring.position();
+        // An overshooting take moves the offset past the end without issuing.
+        offset.min(self.ring.len_of(gen))
+    }
+
     pub(super) fn stats(&self) -> TagStats {
         let st = self.lock();
+        let issued = st.spent + if st.closed { 0 } else { self.current_issued() };
         let (views, gen, offset) = self.ring.views();
         let current = (gen & 1) as usize;
         let segments = views.map(|v| SegmentStats {
@@ -537,6 +575,8 @@ impl TagBuffer {
             min_step: st.min_step,
             refills: st.refills,
             last_refill: st.last_refill,
+            refill_latency: st.refill_latency.clone(),
+            issued,
             last_error: st.last_error.as_ref().map(|e| e.to_string()),
         }
     }

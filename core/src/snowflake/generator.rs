@@ -46,6 +46,9 @@ use crate::runtime;
 
 mod close;
 mod slow;
+mod stats;
+
+pub use stats::{LeaseStatus, SnowflakeStats};
 
 /// The first wait before retrying a failed re-acquire; doubles up to the last one.
 const REACQUIRE_FIRST_RETRY: Duration = Duration::from_millis(250);
@@ -364,6 +367,8 @@ impl SnowflakeBuilder {
         let core = Arc::new(Core::new(layout, clock, settings));
         let c = core.clone();
         runtime::run(async move { start_session(&c).await }).await?;
+        #[cfg(feature = "metrics")]
+        crate::metrics::track_arc(&core);
         Ok(SnowflakeGenerator {
             inner: Arc::new(Handle { core }),
         })
@@ -376,6 +381,8 @@ impl SnowflakeBuilder {
         let core = Arc::new(Core::new(layout, clock, settings));
         let c = core.clone();
         runtime::block_on(async move { start_session(&c).await })?;
+        #[cfg(feature = "metrics")]
+        crate::metrics::track_arc(&core);
         Ok(SnowflakeGenerator {
             inner: Arc::new(Handle { core }),
         })
@@ -484,6 +491,18 @@ struct Core {
     clock_ref: arc_swap::ArcSwapOption<(i64, std::time::Instant)>,
     /// True once the final release after `close` has completed (or had nothing to do).
     released: tokio::sync::watch::Sender<bool>,
+    /// Ids issued in milliseconds that ended (see `stats.rs`).
+    issued: std::sync::atomic::AtomicU64,
+    /// The first id of the millisecond in progress, as far as counting knows.
+    ms_first: std::sync::atomic::AtomicU64,
+    /// The highest count reported, so a report never goes down.
+    reported: std::sync::atomic::AtomicU64,
+    /// The largest backward clock step a caller met (ms).
+    max_backward_ms: AtomicI64,
+    /// Local minus registry clock at the latest reading (ms), or `stats::NO_SKEW`.
+    skew_ms: AtomicI64,
+    /// Persists of a time bound that failed.
+    persist_failures: std::sync::atomic::AtomicU64,
     // Precomputed from the layout for the hot path.
     shape: Shape,
     random_bound: u32,
@@ -505,6 +524,12 @@ impl Core {
             last_failure: arc_swap::ArcSwap::from_pointee(Failure::Text(String::new())),
             clock_ref: arc_swap::ArcSwapOption::empty(),
             released: tokio::sync::watch::Sender::new(false),
+            issued: std::sync::atomic::AtomicU64::new(0),
+            ms_first: std::sync::atomic::AtomicU64::new(0),
+            reported: std::sync::atomic::AtomicU64::new(0),
+            max_backward_ms: AtomicI64::new(0),
+            skew_ms: AtomicI64::new(stats::NO_SKEW),
+            persist_failures: std::sync::atomic::AtomicU64::new(0),
             shape: Shape::new(
                 layout.timestamp_bits().into(),
                 layout.worker_bits().into(),
@@ -551,12 +576,17 @@ impl Core {
                 .last_failure
                 .store(Arc::new(Failure::Text(String::new()))),
             Err(Error::Closed | Error::LeaseLost { .. }) => {}
-            Err(e) => self.last_failure.store(Arc::new(Failure::of(e))),
+            Err(e) => {
+                // Relaxed: a statistic.
+                self.persist_failures.fetch_add(1, Ordering::Relaxed);
+                self.last_failure.store(Arc::new(Failure::of(e)));
+            }
         }
     }
 
     /// Remembers the registry's clock from a reading that passed the skew check.
     fn keep_clock_ref(&self, reading: &super::registry::ClockReading) {
+        self.note_skew(reading.skew_ms());
         // The reading may be older than now (a registry that waited after reading its
         // clock): move its instant back by the wall time passed since.
         let age = super::registry::system_now_ms().saturating_sub(reading.local_after_ms);
@@ -634,6 +664,7 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
         Ok(lease) => {
             if let Some(reading) = registry.take_clock_reading() {
                 if let Some(e) = skew_error(&reading, settings.max_skew_ms) {
+                    core.note_skew(reading.skew_ms());
                     let _ = registry.release(&lease).await;
                     return Err(e);
                 }
@@ -776,9 +807,13 @@ fn install(core: &Core, worker_id: u32, floor: i64) -> Result<()> {
     let floor_rel = floor
         .saturating_sub(core.shape.epoch_ms)
         .clamp(0, core.shape.max_rel);
+    let before = core.state.load();
     if !core.state.install(&core.shape, worker_id, floor_rel) {
         return Err(Error::Closed);
     }
+    // Counts the millisecond in progress (the gate is shut: nothing is issued during an
+    // install) and moves the count's first id past the marker, which is no id.
+    core.rolled_over(before, core.state.load() + 1);
     core.worker.store(worker_id, Ordering::Relaxed);
     Ok(())
 }
@@ -828,6 +863,7 @@ async fn persist_locked(
         && match session.registry.take_clock_reading() {
             Some(r) => match skew_error(&r, core.settings.max_skew_ms) {
                 Some(e) => {
+                    core.note_skew(r.skew_ms());
                     tracing::warn!(error = %e, "clock skew against the registry; issuing stops at the last bound");
                     reg_res = Err(e);
                     true
@@ -975,15 +1011,16 @@ impl SnowflakeGenerator {
     fn attempt(&self) -> std::result::Result<i64, Stall> {
         let core = &self.inner.core;
         let mut cur = core.state.load();
-        core.state
-            .issue(
-                &mut cur,
-                &core.shape,
-                || core.clock.now_millis(),
-                |now| core.gated(now),
-                || core.random_start(),
-            )
-            .map(|id| id as i64)
+        let id = core.state.issue(
+            &mut cur,
+            &core.shape,
+            || core.clock.now_millis(),
+            |now| core.gated(now),
+            || core.random_start(),
+        )?;
+        // On success `cur` is the word the swap replaced.
+        core.note_issued(cur, id);
+        Ok(id as i64)
     }
 
     /// One attempt at [`next_id`](Self::next_id) that never waits, sleeps or does I/O:
@@ -1023,7 +1060,7 @@ impl SnowflakeGenerator {
     fn reserve_into(&self, out: &mut [i64]) -> std::result::Result<usize, Stall> {
         let core = &self.inner.core;
         let mut cur = core.state.load();
-        let (first, last) = core.state.reserve(
+        let run = core.state.reserve(
             &mut cur,
             out.len() as u64,
             &core.shape,
@@ -1031,10 +1068,11 @@ impl SnowflakeGenerator {
             |now| core.gated(now),
             || core.random_start(),
         )?;
-        for (slot, id) in out.iter_mut().zip(first..=last) {
+        core.note_issued(run.prev, run.first);
+        for (slot, id) in out.iter_mut().zip(run.first..=run.last) {
             *slot = id as i64;
         }
-        Ok((last - first + 1) as usize)
+        Ok((run.last - run.first + 1) as usize)
     }
 
     /// The next id without ever waiting on I/O. When the slow path would need the
@@ -1151,6 +1189,12 @@ impl SnowflakeGenerator {
         let mut out = vec![0; n];
         self.fill(&mut out)?;
         Ok(out)
+    }
+
+    /// The generator's state: ids issued, lease, bound lead, clock skew. Reads atomics
+    /// only: never waits, never slows issuing.
+    pub fn stats(&self) -> SnowflakeStats {
+        self.inner.core.stats()
     }
 
     /// The worker id this generator issues under.

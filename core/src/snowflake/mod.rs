@@ -40,8 +40,8 @@ pub mod word;
 mod word;
 
 pub use generator::{
-    SnowflakeBuilder, SnowflakeGenerator, DEFAULT_CLOSE_WAIT, DEFAULT_MAX_SKEW, MAX_ASYNC_WAIT,
-    MAX_BACKWARD, MAX_HEARTBEAT, MAX_LOOKAHEAD,
+    LeaseStatus, SnowflakeBuilder, SnowflakeGenerator, SnowflakeStats, DEFAULT_CLOSE_WAIT,
+    DEFAULT_MAX_SKEW, MAX_ASYNC_WAIT, MAX_BACKWARD, MAX_HEARTBEAT, MAX_LOOKAHEAD,
 };
 pub use layout::{decode, DecodedId, Layout, JS_SAFE_BITS, LEAF_EPOCH_MS};
 pub use registry::RegistryConfig;

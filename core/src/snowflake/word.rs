@@ -131,6 +131,18 @@ pub enum Stall {
     Closed,
 }
 
+/// A run of consecutive ids [`StateWord::reserve`] took, and the word its swap replaced
+/// (the caller tells a new millisecond from it, for counting ids issued).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// The word before the swap: the last id issued before the run, or a marker.
+    pub prev: u64,
+    /// The run's first id.
+    pub first: u64,
+    /// The run's last id.
+    pub last: u64,
+}
+
 /// The last id issued (timestamp, worker id, sequence), or a marker: a floor's
 /// millisecond with the sequence full (so the next id comes from a later millisecond),
 /// or [`CLOSED_STATE`].
@@ -200,8 +212,8 @@ impl StateWord {
     }
 
     /// Like [`issue`](Self::issue), but takes a run of up to `want` (at least 1)
-    /// consecutive ids in one swap, within one millisecond: returns the first and last.
-    /// On success `*cur` is the last, so the caller may go on without reloading.
+    /// consecutive ids in one swap, within one millisecond. On success `*cur` is the
+    /// run's last id, so the caller may go on without reloading.
     #[inline(always)]
     pub fn reserve(
         &self,
@@ -211,7 +223,7 @@ impl StateWord {
         mut now: impl FnMut() -> i64,
         mut shut: impl FnMut(i64) -> bool,
         mut start: impl FnMut() -> u64,
-    ) -> Result<(u64, u64), Stall> {
+    ) -> Result<Run, Stall> {
         loop {
             let now = now();
             if shut(now) {
@@ -244,9 +256,13 @@ impl StateWord {
                 .0
                 .compare_exchange_weak(*cur, next, Ordering::AcqRel, Ordering::Acquire)
             {
-                Ok(_) => {
+                Ok(prev) => {
                     *cur = next;
-                    return Ok((first, next));
+                    return Ok(Run {
+                        prev,
+                        first,
+                        last: next,
+                    });
                 }
                 Err(actual) => *cur = actual,
             }

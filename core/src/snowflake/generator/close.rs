@@ -96,6 +96,8 @@ impl Core {
         // Swapping in the closed marker makes every swap prepared before it fail, so the
         // word read here is the last id anyone will ever issue from this generator.
         let last = self.state.close();
+        // The last millisecond's ids, before its word is gone.
+        self.rolled_over(last, super::super::word::CLOSED_STATE);
         let Some(session) = self.session() else {
             self.released.send_replace(true);
             return;

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use super::super::word::{self, Stall};
 use super::{skew_of, Core, Failure, Session};
-use crate::error::{Error, Result};
+use crate::error::{counted, Error, Mode, Result};
 use crate::runtime;
 
 /// Clock reads spent waiting for the next millisecond before sleeping instead. A real
@@ -60,13 +60,13 @@ impl Core {
     /// needs (`Ok`: load the word and try again) or fails.
     #[cold]
     pub(super) fn stalled(self: &Arc<Self>, stall: Stall) -> Result<()> {
-        self.stalled_sync(stall, Wait::Block)
+        counted(self.stalled_sync(stall, Wait::Block), Mode::Snowflake)
     }
 
     /// The slow path of a caller that never waits on I/O (see the module docs).
     #[cold]
     pub(super) fn stalled_now(self: &Arc<Self>, stall: Stall) -> Result<()> {
-        self.stalled_sync(stall, Wait::Never)
+        counted(self.stalled_sync(stall, Wait::Never), Mode::Snowflake)
     }
 
     fn stalled_sync(self: &Arc<Self>, stall: Stall, wait: Wait) -> Result<()> {
@@ -86,6 +86,17 @@ impl Core {
     /// The slow path of an async caller: as [`stalled`](Self::stalled), awaiting on the
     /// runtime instead of blocking, and retrying transient causes until `deadline`.
     pub(super) async fn stalled_async(
+        self: &Arc<Self>,
+        stall: Stall,
+        deadline: tokio::time::Instant,
+    ) -> Result<()> {
+        counted(
+            self.stalled_async_uncounted(stall, deadline).await,
+            Mode::Snowflake,
+        )
+    }
+
+    async fn stalled_async_uncounted(
         self: &Arc<Self>,
         stall: Stall,
         deadline: tokio::time::Instant,
@@ -123,6 +134,7 @@ impl Core {
     /// it may be waited out (twice the offset, as Leaf), else `ClockMovedBackwards`.
     fn backward_waitable(&self, last: i64, ts: i64, wait: Wait) -> Result<i64> {
         let offset = last - ts;
+        self.note_backward(offset);
         let limit = match wait {
             Wait::Block => self.settings.max_backward_ms,
             Wait::Never => self.settings.max_backward_ms.min(NOW_MAX_SLEEP_MS / 2),
@@ -141,6 +153,7 @@ impl Core {
     fn after_backward_wait(&self, last: i64) -> Result<()> {
         let again = self.clock.now_millis() - self.shape.epoch_ms;
         if again < last {
+            self.note_backward(last - again);
             return Err(Error::ClockMovedBackwards {
                 offset_ms: last - again,
             });

@@ -73,6 +73,10 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         snowflake_worker = snowflake.as_ref().map(|g| g.worker_id()),
         "listening on {addr}"
     );
+    // No Nagle delay: every answer is one small write the caller waits for.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, http::router(state))
         .with_graceful_shutdown(shutdown_signal())
         .await

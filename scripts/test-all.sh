@@ -47,6 +47,13 @@ rust_features() {
     done
 }
 
+# The doc tests, and the crate's documentation as docs.rs builds it (every feature),
+# with no broken or private link.
+rust_doc() {
+    cargo test --workspace --doc &&
+        RUSTDOCFLAGS="-D warnings" cargo doc -q -p leafid --all-features --no-deps
+}
+
 # The lock-free code under loom: the segment ring (`--lib loom`) and the snowflake word
 # (tests/loom_snowflake.rs), every interleaving up to the preemption bound. The cfg
 # swaps in loom's atomics and changes every crate's flags, so it builds apart, in
@@ -62,7 +69,7 @@ export CARGO_TARGET_DIR="$root/target"
 
 stage rust cargo test --workspace --all-targets --no-fail-fast
 stage rust-features rust_features
-stage rust-doc cargo test --workspace --doc
+stage rust-doc rust_doc
 stage loom loom
 
 # Every release artifact into dist/, each installed and run without cargo on PATH.

@@ -46,7 +46,7 @@ pub fn url(text: &str) -> String {
 
 /// Whether `url`'s user info holds a `/` that a URL parser takes for the end of the
 /// host: `mysql://app:47/11@db:3306/leaf` connects to host `app`, port `47`, and a
-/// message naming that "host" would show part of the password. [`url`] hides
+/// message naming that "host" would show part of the password. [`url()`] hides
 /// everything up to the last `@`, so the two readings disagree; stores refuse such a
 /// URL and ask for percent-encoding. A `@` in the query (`?x=a@b`) is not user info.
 pub fn ambiguous_user_info(url: &str) -> bool {
@@ -74,7 +74,7 @@ fn split_scheme(text: &str) -> (&str, &str) {
 /// `text` (an error's reason, a driver's message about `url`) with every secret of
 /// `url` replaced by `***`: the user info's password (or a lone token) as written and
 /// percent-decoded, and the values of secret query parameters. For messages that quote
-/// a piece of the URL, where [`url`] cannot see what is a password.
+/// a piece of the URL, where [`url()`] cannot see what is a password.
 pub fn scrub(text: &str, url: &str) -> String {
     let mut out = text.to_string();
     for secret in secrets(url) {

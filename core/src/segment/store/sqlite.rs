@@ -11,7 +11,7 @@
 //! POSIX locks), and sqlx runs each connection on a thread of its own. A `fork()` while
 //! such a thread is inside SQLite would copy a mutex locked by a thread the child does
 //! not have, and the child's first statement would wait forever. So every statement
-//! runs inside a [`quiet::Pass`], and a `pthread_atfork` handler waits, before the
+//! runs inside a `quiet::Pass`, and a `pthread_atfork` handler waits, before the
 //! fork, until no statement is running (new ones wait meanwhile). A statement counts
 //! as finished only once its connection's thread answered a ping, that is, went back
 //! to waiting for commands, with the statement reset. The store keeps one connection

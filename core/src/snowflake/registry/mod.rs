@@ -63,7 +63,7 @@ pub struct Lease {
 /// The highest timestamp the generator may issue at. Heartbeats raise it after each
 /// persisted bound; a registry that loses its lease lowers it to stop issuing at once.
 ///
-/// The word itself is a [`LimitWord`](super::word::LimitWord), checked with loom apart
+/// The word itself is a `LimitWord` (`snowflake/word.rs`), checked with loom apart
 /// from the wake-up here.
 #[derive(Debug)]
 pub struct IssueLimit {

@@ -42,11 +42,13 @@ cp -r bindings-node/npm/linux-x64-gnu "$stage/"
 cp "$node" "$stage/linux-x64-gnu/"
 npm pack --silent --pack-destination "$dist" "$stage/linux-x64-gnu" >/dev/null
 
-# `leafid` as packed: the files npm would pack from here, and a package.json naming every
-# platform package (bindings-node/npm/*) as an optionalDependency of this version; npm
-# installs the one whose os/cpu/libc match. Added here, as `napi pre-publish` does, not
-# committed: before the first publish no registry has them and `npm install` here would
-# fail on them.
+# `leafid` as packed: the files npm would pack from here, and a package.json naming the
+# platform packages built beside it in $dist as optionalDependencies of this version;
+# npm installs the one whose os/cpu/libc match. Only those built: a name no one has
+# published yet could be taken by anyone, and their code would load (the release
+# workflow's `napi pre-publish` names all seven, once all seven are built). Added here,
+# not committed: before the first publish no registry has them and `npm install` here
+# would fail on them.
 npm pack --dry-run --json | node -e 'for (const f of JSON.parse(require("fs").readFileSync(0))[0].files) console.log(f.path)' |
     while read -r f; do
         mkdir -p "$stage/leafid/$(dirname "$f")"
@@ -54,10 +56,11 @@ npm pack --dry-run --json | node -e 'for (const f of JSON.parse(require("fs").re
     done
 node -e '
     const fs = require("fs");
-    const [out] = process.argv.slice(1);
+    const [out, dist] = process.argv.slice(1);
     const p = JSON.parse(fs.readFileSync("package.json", "utf8"));
-    const platforms = fs.readdirSync("bindings-node/npm").sort();
+    const platforms = fs.readdirSync("bindings-node/npm").sort()
+        .filter((d) => fs.existsSync(`${dist}/leafid-${d}-${p.version}.tgz`));
     p.optionalDependencies = Object.fromEntries(platforms.map((d) => [`leafid-${d}`, p.version]));
     fs.writeFileSync(out, JSON.stringify(p, null, 2) + "\n");
-' "$stage/leafid/package.json"
+' "$stage/leafid/package.json" "$dist"
 npm pack --silent --pack-destination "$dist" "$stage/leafid" >/dev/null

@@ -28,12 +28,19 @@ trap 'rm -rf "$work"' EXIT
 cp "$root"/tests/npm/* "$work/"
 awk '/^```js/{on=1; next} /^```/{if (on) exit} on' "$root/README.md" >"$work/quickstart.mjs"
 cd "$work"
+# The installed platform package's binary, not one a test run points the loader at.
+unset NAPI_RS_NATIVE_LIBRARY_PATH
 echo '{ "name": "leafid-consumer", "private": true }' >package.json
 start=$EPOCHREALTIME
 npm install --offline --no-audit --no-fund --loglevel=error "$platform" "$main"
 secs=$(awk "BEGIN { printf \"%.1f\", $EPOCHREALTIME - $start }")
 node consumer.cjs
 node consumer.mjs
+node -e 'require("leafid");
+    const native = Object.keys(require.cache).filter((f) => f.endsWith(".node"));
+    if (native.length !== 1 || !native[0].includes("/node_modules/leafid-linux-x64-gnu/"))
+        throw new Error(`loaded ${native}, not the platform package`);'
+
 node "$root/node_modules/typescript/bin/tsc" -p tsconfig.json
 for run in 1 2; do
     node quickstart.mjs >/dev/null

@@ -165,7 +165,24 @@ fn encode_value(metric: MetricEncoder, v: Value) -> Result<(), std::fmt::Error> 
 }
 
 fn tag_label(s: &TagStats) -> Vec<(&'static str, String)> {
-    vec![("tag", s.tag.clone())]
+    vec![("tag", escape_label_value(&s.tag))]
+}
+
+/// A label value as the exposition format writes it: `\`, `"` and a newline escaped.
+/// By hand because prometheus-client 0.24 writes label values as they are
+/// (prometheus/client_rust#151), and a tag is any text up to 128 characters: one with a
+/// quote or a newline would break the whole scrape, or add series of its own.
+fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn worker_label(s: &SnowflakeStats) -> Vec<(&'static str, String)> {

@@ -205,3 +205,37 @@ fn snowflake_clock_skew_shows_for_a_registry_with_a_clock() {
     assert_eq!(get(&m, &series, &text), skew as f64 / 1000.0);
     sf.close();
 }
+
+/// A tag is any text the table holds: quotes, backslashes and newlines in it are
+/// escaped, so they neither break the scrape nor add series (review: a tag made
+/// `leafid_injected_total` lines and `# EOF`s appear).
+#[test]
+fn odd_tags_are_escaped_and_cannot_inject_series() {
+    let gen = SegmentGenerator::connect_blocking("memory:", SegmentOptions::default()).unwrap();
+    let tags = [
+        "x\"} 1\nleafid_injected_total{a=\"b\"} 42\n# EOF\nz{tag=\"",
+        "say \"hi\"",
+        "end\\",
+    ];
+    for tag in tags {
+        let (g, t) = (gen.clone(), tag.to_string());
+        leafid::runtime::block_on(async move { g.create_tag(&t, 1, 10, "").await }).unwrap();
+        gen.next_id(tag).unwrap();
+    }
+    let text = leafid::metrics::text();
+    assert!(
+        !text.lines().any(|l| l.starts_with("leafid_injected")),
+        "{text}"
+    );
+    assert_eq!(text.lines().filter(|l| *l == "# EOF").count(), 1, "{text}");
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(
+        text.contains(r#"leafid_segment_ids_issued_total{tag="say \"hi\""} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"leafid_segment_ids_issued_total{tag="end\\"} 1"#),
+        "{text}"
+    );
+    gen.close();
+}

@@ -113,3 +113,15 @@ def test_a_prometheus_client_registry_serves_leafid_families(segment: leafid.Seg
     registry.register(LeafidCollector())  # type: ignore[arg-type]
     out = generate_latest(registry).decode()
     assert 'leafid_segment_ids_issued_total{tag="py_metrics"} 3.0' in out, out
+
+
+def test_odd_tags_parse_strictly_and_keep_their_names(segment: leafid.SegmentGenerator) -> None:
+    # Review: a tag with a quote, backslash or newline broke the scrape or added series.
+    odd = ['say "hi"', "end\\", 'x"} 1\nleafid_injected_total{a="b"} 42\n# EOF\nz{tag="']
+    for tag in odd:
+        segment.create_tag(tag, start=1, step=10)
+        segment.next_id(tag)
+    m = samples(leafid.metrics_text())
+    for tag in odd:
+        assert value(m, "leafid_segment_ids_issued_total", tag=tag) == 1
+    assert not [k for k in m if k[0].startswith("leafid_injected")]

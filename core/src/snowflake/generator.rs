@@ -813,7 +813,9 @@ fn install(core: &Core, worker_id: u32, floor: i64) -> Result<()> {
     }
     // Counts the millisecond in progress (the gate is shut: nothing is issued during an
     // install) and moves the count's first id past the marker, which is no id.
-    core.rolled_over(before, core.state.load() + 1);
+    // Wrapping: a close racing the install leaves CLOSED_STATE (u64::MAX) in the word,
+    // and the count of a closed generator no longer matters.
+    core.rolled_over(before, core.state.load().wrapping_add(1));
     core.worker.store(worker_id, Ordering::Relaxed);
     Ok(())
 }

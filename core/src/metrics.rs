@@ -34,6 +34,9 @@
 //!
 //! The families (all prefixed `leafid_`) are listed in the README's "Metrics" section.
 
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use arc_swap::ArcSwap;
@@ -64,25 +67,76 @@ pub(crate) trait Observed: Send + Sync {
     fn snapshot(&self) -> Option<Snapshot>;
 }
 
+/// A tracked generator: its number in this process (1, 2, … in the order they were
+/// built) and a weak reference.
+type Tracked = (u64, Weak<dyn Observed>);
+
 /// The generators built in this process, held weakly. Copy-on-write behind an
 /// `ArcSwap` rather than a mutex: a fork() landing while another thread registers
 /// leaves no lock held in the child.
-fn generators() -> &'static ArcSwap<Vec<Weak<dyn Observed>>> {
-    static GENERATORS: OnceLock<ArcSwap<Vec<Weak<dyn Observed>>>> = OnceLock::new();
+fn generators() -> &'static ArcSwap<Vec<Tracked>> {
+    static GENERATORS: OnceLock<ArcSwap<Vec<Tracked>>> = OnceLock::new();
     GENERATORS.get_or_init(Default::default)
 }
 
 /// Adds a generator (at construction), dropping entries whose generator is gone.
 pub(crate) fn track(generator: Weak<dyn Observed>) {
+    // Relaxed: only unique numbers are needed.
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let number = NEXT.fetch_add(1, Ordering::Relaxed);
     generators().rcu(|old| {
-        let mut live: Vec<Weak<dyn Observed>> = old
+        let mut live: Vec<Tracked> = old
             .iter()
-            .filter(|w| w.strong_count() > 0)
+            .filter(|(_, w)| w.strong_count() > 0)
             .cloned()
             .collect();
-        live.push(generator.clone());
+        live.push((number, generator.clone()));
         live
     });
+}
+
+/// One generator's row of a family: its stats, and its number when another live
+/// generator has a row with the same labels (the same tag in two databases, one worker
+/// id from two registries). Those rows get a `generator` label, so each stays a series
+/// of its own instead of two samples of one (of which Prometheus keeps one).
+struct Row<S> {
+    stats: S,
+    generator: Option<u64>,
+}
+
+impl<S> std::ops::Deref for Row<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.stats
+    }
+}
+
+/// Rows from `(generator number, stats)`, numbered where `key` repeats.
+fn rows<S, K: Hash + Eq>(all: Vec<(u64, S)>, key: impl Fn(&S) -> K) -> Vec<Row<S>> {
+    let mut seen: HashMap<K, usize> = HashMap::new();
+    for (_, s) in &all {
+        *seen.entry(key(s)).or_default() += 1;
+    }
+    all.into_iter()
+        .map(|(number, stats)| {
+            let shared = seen.get(&key(&stats)).is_some_and(|&n| n > 1);
+            Row {
+                generator: shared.then_some(number),
+                stats,
+            }
+        })
+        .collect()
+}
+
+/// `labels` plus the row's `generator` label when it has one.
+fn with_generator<S>(
+    mut labels: Vec<(&'static str, String)>,
+    row: &Row<S>,
+) -> Vec<(&'static str, String)> {
+    if let Some(n) = row.generator {
+        labels.push(("generator", n.to_string()));
+    }
+    labels
 }
 
 /// The metrics of every live generator in the process (and the error counts), as
@@ -113,16 +167,18 @@ impl Collector for Generators {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let mut tags = Vec::new();
         let mut workers = Vec::new();
-        for snapshot in generators()
+        for (number, snapshot) in generators()
             .load()
             .iter()
-            .filter_map(|w| w.upgrade()?.snapshot())
+            .filter_map(|(n, w)| Some((*n, w.upgrade()?.snapshot()?)))
         {
             match snapshot {
-                Snapshot::Segment(stats) => tags.extend(stats),
-                Snapshot::Snowflake(stats) => workers.push(stats),
+                Snapshot::Segment(stats) => tags.extend(stats.into_iter().map(|s| (number, s))),
+                Snapshot::Snowflake(stats) => workers.push((number, stats)),
             }
         }
+        let tags = rows(tags, |s: &TagStats| s.tag.clone());
+        let workers = rows(workers, |s: &SnowflakeStats| s.worker_id);
         encode_segment(&mut encoder, &tags)?;
         encode_snowflake(&mut encoder, &workers)?;
         encode_errors(&mut encoder)
@@ -164,8 +220,8 @@ fn encode_value(metric: MetricEncoder, v: Value) -> Result<(), std::fmt::Error> 
     }
 }
 
-fn tag_label(s: &TagStats) -> Vec<(&'static str, String)> {
-    vec![("tag", escape_label_value(&s.tag))]
+fn tag_label(s: &Row<TagStats>) -> Vec<(&'static str, String)> {
+    with_generator(vec![("tag", escape_label_value(&s.tag))], s)
 }
 
 /// A label value as the exposition format writes it: `\`, `"` and a newline escaped.
@@ -185,11 +241,14 @@ fn escape_label_value(value: &str) -> String {
     out
 }
 
-fn worker_label(s: &SnowflakeStats) -> Vec<(&'static str, String)> {
-    vec![("worker_id", s.worker_id.to_string())]
+fn worker_label(s: &Row<SnowflakeStats>) -> Vec<(&'static str, String)> {
+    with_generator(vec![("worker_id", s.worker_id.to_string())], s)
 }
 
-fn encode_segment(enc: &mut DescriptorEncoder, tags: &[TagStats]) -> Result<(), std::fmt::Error> {
+fn encode_segment(
+    enc: &mut DescriptorEncoder,
+    tags: &[Row<TagStats>],
+) -> Result<(), std::fmt::Error> {
     use MetricType::{Counter, Gauge};
     family(
         enc,
@@ -281,7 +340,7 @@ fn encode_latency(mut metric: MetricEncoder, h: &RefillLatency) -> Result<(), st
 
 fn encode_snowflake(
     enc: &mut DescriptorEncoder,
-    workers: &[SnowflakeStats],
+    workers: &[Row<SnowflakeStats>],
 ) -> Result<(), std::fmt::Error> {
     use MetricType::{Counter, Gauge};
     let ms = |v: i64| Value::Seconds(v as f64 / 1000.0);
@@ -295,7 +354,7 @@ fn encode_snowflake(
         |s| Some(Value::Counter(s.issued)),
     )?;
     // One series per state, 1 on the current one (the usual shape of an enum gauge).
-    let rows: Vec<(&SnowflakeStats, LeaseStatus)> = workers
+    let rows: Vec<(&Row<SnowflakeStats>, LeaseStatus)> = workers
         .iter()
         .flat_map(|s| LeaseStatus::ALL.map(|state| (s, state)))
         .collect();
@@ -306,10 +365,9 @@ fn encode_snowflake(
         Gauge,
         &rows,
         |(s, state)| {
-            vec![
-                ("worker_id", s.worker_id.to_string()),
-                ("state", state.as_str().to_string()),
-            ]
+            let mut labels = worker_label(s);
+            labels.insert(1, ("state", state.as_str().to_string()));
+            labels
         },
         |(s, state)| Some(Value::Gauge((s.lease == *state).into())),
     )?;

@@ -239,3 +239,45 @@ fn odd_tags_are_escaped_and_cannot_inject_series() {
     );
     gen.close();
 }
+
+/// Two generators of one process with the same tag (two databases) are two series, not
+/// two samples of one series, of which Prometheus would keep one (review).
+#[test]
+fn one_tag_in_two_generators_is_two_series() {
+    let gens: Vec<_> = (0..2)
+        .map(|_| SegmentGenerator::connect_blocking("memory:", SegmentOptions::default()).unwrap())
+        .collect();
+    for (i, gen) in gens.iter().enumerate() {
+        let g = gen.clone();
+        leafid::runtime::block_on(async move { g.create_tag("metrics_dup", 1, 10, "").await })
+            .unwrap();
+        for _ in 0..=i {
+            gen.next_id("metrics_dup").unwrap();
+        }
+    }
+    let text = leafid::metrics::text();
+    let issued: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("leafid_segment_ids_issued_total{tag=\"metrics_dup\""))
+        .collect();
+    assert_eq!(issued.len(), 2, "{text}");
+    assert!(
+        issued.iter().all(|l| l.contains(",generator=\"")),
+        "{issued:?}"
+    );
+    assert_ne!(issued[0].split(' ').next(), issued[1].split(' ').next());
+    let mut values: Vec<&str> = issued
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap())
+        .collect();
+    values.sort();
+    assert_eq!(values, ["1", "2"]);
+    for gen in gens {
+        gen.close();
+    }
+    let text = leafid::metrics::text();
+    assert!(
+        !text.contains("metrics_dup"),
+        "closed generators left: {text}"
+    );
+}

@@ -2,9 +2,10 @@
 //! `LeafController` and `LeafMonitorController` (leaf-spec §5), plus a batch form,
 //! `/health` and `/metrics`.
 //!
-//! Handlers take an id with the core's never-waiting calls (`next_id_now`) and await the
-//! `_async` ones only when no id is at hand (a tag's first use, both segments spent), so
-//! no runtime worker thread ever blocks on the database or ZooKeeper.
+//! Handlers await the core's `_async` calls, which take the ids at call time when they
+//! are at hand and otherwise wait (a tag's first use, both segments spent, a registry
+//! stall) without holding a thread: no runtime worker ever blocks on the database or
+//! ZooKeeper.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -16,7 +17,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::{Json, Router};
-use leafid::{Error, SegmentGenerator, SnowflakeGenerator};
+use leafid::{Error, SnowflakeGenerator};
 
 use crate::metrics::Metrics;
 use crate::pages;
@@ -103,9 +104,11 @@ async fn segment_get(
     let Some(gen) = slot.get() else {
         return not_connected(&s.metrics, slot, uri.path(), browser);
     };
+    // The core takes at call time when the ids are at hand and otherwise waits (a first
+    // load, a refill, a tag made by another process) without holding a thread.
     let result = match count {
-        None => next_segment_id(gen, &key).await.map(|id| vec![id]),
-        Some(n) => next_segment_ids(gen, &key, n).await,
+        None => gen.next_id_async(&key).await.map(|id| vec![id]),
+        Some(n) => gen.next_ids_async(&key, n).await,
     };
     match result {
         Ok(ids) => ids_body(&ids),
@@ -117,21 +120,6 @@ async fn segment_get(
             uri.path(),
             browser,
         ),
-    }
-}
-
-async fn next_segment_id(gen: &SegmentGenerator, key: &str) -> Result<i64, Error> {
-    // The core takes at call time when an id is at hand and otherwise waits (a first
-    // load, a refill, a tag made by another process) without holding a thread.
-    gen.next_id_async(key).await
-}
-
-async fn next_segment_ids(gen: &SegmentGenerator, key: &str, n: usize) -> Result<Vec<i64>, Error> {
-    match gen.next_ids_now(key, n) {
-        Err(Error::SegmentsExhausted { .. } | Error::TagNotFound { .. }) => {
-            gen.next_ids_async(key, n).await
-        }
-        other => other,
     }
 }
 
@@ -150,14 +138,8 @@ async fn snowflake_get(
     let Some(gen) = &s.snowflake else {
         return ids_body(&vec![0; count.unwrap_or(1)]);
     };
-    let n = count.unwrap_or(1);
-    let result = match gen.next_ids_now(n) {
-        Ok(ids) => Ok(ids),
-        // Closed is final; anything else (a late heartbeat, a registry hiccup, a small
-        // clock step) may pass: the async call waits for it on the core's runtime.
-        Err(Error::Closed) => Err(Error::Closed),
-        Err(_) => gen.next_ids_async(n).await,
-    };
+    // As for segment ids: at call time when at hand, else waited for by the core.
+    let result = gen.next_ids_async(count.unwrap_or(1)).await;
     match result {
         Ok(ids) => ids_body(&ids),
         Err(e) => leaf_failure(

@@ -1148,20 +1148,38 @@ impl SnowflakeGenerator {
         n: usize,
     ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
         let gen = self.clone();
-        runtime::run(async move {
+        async move {
             let n = crate::limits::batch(n as u64)?;
-            let core = gen.inner.core.clone();
-            let deadline = tokio::time::Instant::now() + MAX_ASYNC_WAIT;
+            // As `next_id_async`: what the lock-free path gives on the caller's executor
+            // first; only a stall (a spent millisecond, the registry) moves the rest to
+            // the core's runtime.
             let mut out = vec![0; n];
             let mut filled = 0usize;
             while filled < n {
                 match gen.reserve_into(&mut out[filled..]) {
                     Ok(k) => filled += k,
-                    Err(stall) => core.stalled_async(stall, deadline).await?,
+                    Err(_) => break,
                 }
             }
-            Ok(out)
-        })
+            if filled == n {
+                return Ok(out);
+            }
+            runtime::run(gen.fill_rest_async(out, filled)).await
+        }
+    }
+
+    /// Fills `out[filled..]` on the core's runtime, waiting out stalls as
+    /// [`next_id_async`](Self::next_id_async) does.
+    async fn fill_rest_async(self, mut out: Vec<i64>, mut filled: usize) -> Result<Vec<i64>> {
+        let core = self.inner.core.clone();
+        let deadline = tokio::time::Instant::now() + MAX_ASYNC_WAIT;
+        while filled < out.len() {
+            match self.reserve_into(&mut out[filled..]) {
+                Ok(k) => filled += k,
+                Err(stall) => core.stalled_async(stall, deadline).await?,
+            }
+        }
+        Ok(out)
     }
 
     /// Stops issuing at once, then waits at most `wait` for the final write of the

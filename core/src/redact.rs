@@ -31,17 +31,19 @@ fn secret_key(key: &str) -> bool {
 
 /// `text` with any password in it replaced by `***`.
 pub fn url(text: &str) -> String {
-    let (scheme, rest) = split_scheme(text);
-    let shown = match rest.rfind('@') {
+    // The query's secrets first: a `@` inside one (`?password=p4ss@w0rd`) would
+    // otherwise be taken for the end of the user info, and what follows it shown.
+    let text = redact_query(text);
+    let (scheme, rest) = split_scheme(&text);
+    match rest.rfind('@') {
         Some(at) if rest[..at].contains(':') => {
             let user = &rest[..rest.find(':').unwrap_or(0)];
             format!("{scheme}{user}:***@{}", &rest[at + 1..])
         }
         // A lone token before `@` may itself be the secret; a `/` means it is a path.
         Some(at) if !rest[..at].contains('/') => format!("{scheme}***@{}", &rest[at + 1..]),
-        _ => text.to_string(),
-    };
-    redact_query(&shown)
+        _ => text,
+    }
 }
 
 /// Whether `url`'s user info holds a `/` that a URL parser takes for the end of the
@@ -169,6 +171,33 @@ mod tests {
         assert!(!amb("mysql://root@127.0.0.1:3306/leaf"));
         assert!(!amb("mysql://127.0.0.1:3306/leaf?ssl-ca=a@b"));
         assert!(!amb("mysql://u:p@h:1/db?x=a@b"));
+    }
+
+    #[test]
+    fn a_secret_query_value_with_an_at_sign_is_hidden_whole() {
+        // Review: the `@` was taken for the user info's end and the rest shown.
+        for (url, secret) in [
+            (
+                "mysql://127.0.0.1:1/leaf?user=app&password=p4ss@w0rdSECRET",
+                "w0rdSECRET",
+            ),
+            (
+                "mysql://app:pw@127.0.0.1:1/leaf?password=zz@TOPSECRET",
+                "TOPSECRET",
+            ),
+            (
+                "jdbc:mysql://db:3306?user=root&password=hunter@TOPSECRET22",
+                "TOPSECRET22",
+            ),
+        ] {
+            let shown = super::url(url);
+            assert!(!shown.contains(secret), "{url} shown as {shown}");
+            assert!(!shown.contains("pw@"), "{shown}");
+        }
+        assert_eq!(
+            super::url("mysql://app:pw@127.0.0.1:1/leaf?password=zz@TOPSECRET"),
+            "mysql://app:***@127.0.0.1:1/leaf?password=***"
+        );
     }
 
     use super::*;

@@ -663,3 +663,33 @@ fn next_ids_async_takes_at_call_time_and_completes_across_segments() {
     assert!(b.windows(2).all(|w| w[1] == w[0] + 1), "{b:?}");
     assert!(a.iter().all(|x| !b.contains(x)));
 }
+
+/// A tag missing from the cache while the store cannot answer is "store unavailable",
+/// not "no such tag", which a caller may take for final (review: `TagNotFound` while
+/// the log said "Connection refused").
+#[test]
+fn a_lookup_the_store_cannot_answer_is_store_unavailable() {
+    let proxy = proxy();
+    let gen = via_proxy(&proxy, SegmentOptions::default());
+    let other =
+        SegmentGenerator::connect_blocking(&mysql_url(), SegmentOptions::default()).unwrap();
+    let tag = fresh_tag("lookup_down");
+    create(&other, &tag, 1, 10);
+    proxy.set_down(true);
+    let err = gen.next_id(&tag).unwrap_err();
+    assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+    let err = block_on(gen.next_id_async(&tag)).unwrap_err();
+    assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+    // A tag the store says is missing is still TagNotFound.
+    proxy.set_down(false);
+    let missing = fresh_tag("lookup_missing");
+    let err = eventually(10, || match gen.next_id(&missing) {
+        Err(e @ Error::TagNotFound { .. }) => Some(e),
+        _ => None,
+    });
+    assert!(matches!(err, Error::TagNotFound { .. }));
+    // Once the store is back (after the failed answer's one-second window).
+    assert_eq!(eventually(10, || gen.next_id(&tag).ok()), 11);
+    gen.close();
+    other.close();
+}

@@ -10,7 +10,7 @@ use arc_swap::ArcSwap;
 // SipHash on short keys, and the keys come from the table, not from an attacker.
 use rustc_hash::FxHashMap as HashMap;
 
-use super::lookup::{Answer, Ask, Lookups};
+use super::lookup::{Answer, Ask, Lookups, Outcome};
 use super::refill::copy_error;
 use super::store::{self, validate_start, validate_step, validate_tag, SegmentStore, TagRow};
 use super::tag_buffer::{TagBuffer, REFILL_TIMEOUT};
@@ -671,11 +671,18 @@ impl Inner {
     }
 
     /// The buffer of `tag` once a lookup answered, or `TagNotFound`.
-    fn found(&self, tag: &str) -> Result<Arc<TagBuffer>> {
+    fn found(&self, tag: &str, answer: &Answer) -> Result<Arc<TagBuffer>> {
         self.check_open()?;
         match self.tags.load().get(tag) {
             Some(buf) => Ok(buf.clone()),
-            None => Err(Error::TagNotFound { tag: tag.into() }),
+            // The store could not say: its error, not a "no such tag" a caller may take
+            // for final.
+            None => match &*answer.borrow() {
+                Some(Err(cause)) => Err(Error::StoreUnavailable {
+                    cause: cause.clone(),
+                }),
+                _ => Err(Error::TagNotFound { tag: tag.into() }),
+            },
         }
     }
 
@@ -709,8 +716,8 @@ impl Inner {
     }
 
     /// Asks the store whether `tag` exists; if it does, adds it to the cache and starts
-    /// loading its first segment. A failed lookup counts as "not found" (logged).
-    async fn look_up(self: Arc<Self>, tag: String, slots: Arc<tokio::sync::Semaphore>) -> bool {
+    /// loading its first segment. A failed lookup gives the store's cause.
+    async fn look_up(self: Arc<Self>, tag: String, slots: Arc<tokio::sync::Semaphore>) -> Outcome {
         let asked = match self.store() {
             Ok(store) => tokio::time::timeout(REFILL_TIMEOUT, async {
                 // A flood of unknown names must not take the store's connections from
@@ -730,12 +737,15 @@ impl Inner {
         match asked {
             Ok(true) => {
                 self.add_tag(tag).load_first(&self);
-                true
+                Ok(true)
             }
-            Ok(false) => false,
+            Ok(false) => Ok(false),
             Err(e) => {
                 tracing::warn!(tag = %tag, error = %e, "looking up a tag missing from the cache failed");
-                false
+                Err(match e {
+                    Error::StoreUnavailable { cause } => cause,
+                    other => other.to_string(),
+                })
             }
         }
     }
@@ -750,10 +760,10 @@ impl Inner {
         // On one of the runtime's own threads, waiting would starve the lookup (and the
         // timer that ends the wait): answer as a zero wait does.
         if answer.borrow().is_some() || wait.is_zero() || runtime::on_runtime_thread() {
-            return self.found(tag);
+            return self.found(tag, &answer);
         }
-        runtime::block_on(answered(answer, wait));
-        self.found(tag)
+        runtime::block_on(answered(answer.clone(), wait));
+        self.found(tag, &answer)
     }
 
     /// The buffer of a tag missing from the cache without waiting: a lookup starts in
@@ -761,8 +771,8 @@ impl Inner {
     #[cold]
     fn find_now(self: &Arc<Self>, tag: &str) -> Result<Arc<TagBuffer>> {
         self.may_look_up(tag)?;
-        drop(self.lookup(tag));
-        self.found(tag)
+        let answer = self.lookup(tag);
+        self.found(tag, &answer)
     }
 
     /// [`find`](Self::find) for async callers (on the core's runtime).
@@ -771,8 +781,9 @@ impl Inner {
             return Ok(buf.clone());
         }
         self.may_look_up(tag)?;
-        answered(self.lookup(tag), self.opts.wait_timeout).await;
-        self.found(tag)
+        let answer = self.lookup(tag);
+        answered(answer.clone(), self.opts.wait_timeout).await;
+        self.found(tag, &answer)
     }
 
     /// Loads the first segments of [`SegmentOptions::tags`] (at connect), failing with

@@ -17,13 +17,17 @@ pub const LOOKUP_EVERY_MS: i64 = 1_000;
 /// How many names the rate limit remembers at most.
 pub const MAX_REMEMBERED: usize = 1024;
 
-/// The shared answer of one lookup: `None` while it runs, then whether the tag exists.
+/// What a finished lookup found: whether the tag exists, or the cause when the store
+/// could not answer (so a caller hears "store unavailable", not "no such tag").
+pub type Outcome = std::result::Result<bool, String>;
+
+/// The shared answer of one lookup: `None` while it runs, then its [`Outcome`].
 /// A channel rather than a once-cell, so that waiters only ever wait: the lookup is run
 /// by one task, never by a waiter that may stop waiting halfway.
-pub type Answer = tokio::sync::watch::Receiver<Option<bool>>;
+pub type Answer = tokio::sync::watch::Receiver<Option<Outcome>>;
 
 /// Where the task running a lookup sends its answer.
-pub type Reply = tokio::sync::watch::Sender<Option<bool>>;
+pub type Reply = tokio::sync::watch::Sender<Option<Outcome>>;
 
 /// What a caller should do about a missing tag.
 #[derive(Debug)]

@@ -214,12 +214,19 @@ impl PySnowflakeGenerator {
         // taken in chunks of about a millisecond's ids with the GIL released, checking
         // for Ctrl-C between them. Not through the runtime: the spin would hold one of
         // its two workers, which refills and heartbeats need.
+        // A registry stall (a late heartbeat, a forked child's new worker id) is waited
+        // for through the interruptible path, as in `next_id`; the no-wait call spins
+        // only through milliseconds and small clock steps.
         let n = leafid::limits::batch(n as u64).py()?;
         let chunk = self.inner.layout().max_sequence() as usize + 1;
         let mut out = Vec::with_capacity(n);
         while out.len() < n {
             let k = chunk.min(n - out.len());
-            out.extend(py.detach(|| self.inner.next_ids(k)).py()?);
+            let ids = match py.detach(|| self.inner.next_ids_now(k)) {
+                Ok(ids) => ids,
+                Err(_) => wait(py, self.inner.next_ids_async(k))?,
+            };
+            out.extend(ids);
             py.check_signals()?;
         }
         Ok(out)

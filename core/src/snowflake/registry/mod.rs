@@ -7,6 +7,10 @@
 //! holder persisted. That closes Leaf issue #216: a restart with the clock set back by
 //! less than the upload interval is refused (or waited out) instead of reissuing ids.
 //!
+//! Every registry follows the fencing rule of [`fence`]: writes conditional on its own
+//! last write, a record missing or changed under it is a lost lease, a newcomer watches a
+//! record another writer may use, and foreign fields never get a future time.
+//!
 //! Backends, chosen by [`RegistryConfig`]:
 //! - `zookeeper` — Leaf's `/snowflake/{name}/forever` layout, byte-compatible with Java Leaf;
 //! - `zookeeper-recycle` — a pool of ids leased with the ZooKeeper session;
@@ -23,6 +27,7 @@ use super::word::{LimitWord, LOST_LIMIT};
 
 pub mod cache;
 mod config;
+pub mod fence;
 pub mod fixed;
 pub mod host_lock;
 pub mod identity_lock;

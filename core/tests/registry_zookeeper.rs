@@ -140,10 +140,14 @@ fn new_identity_gets_a_fresh_id_beside_java_leaf_nodes_and_writes_javas_format()
     assert_eq!(obj.len(), 3, "{data}");
     assert_eq!(obj["ip"], "10.9.9.3");
     assert_eq!(obj["port"], "8080");
-    assert!(
-        obj["timestamp"].as_i64().unwrap() >= g.decode(id).timestamp_ms,
-        "{data}"
-    );
+    // Only what Leaf itself would write there: never a time ahead of the clock (the
+    // look-ahead bound covering the id is in leafid's own record, issue 20 row 8).
+    assert!(obj["timestamp"].as_i64().unwrap() <= now_ms(), "{data}");
+    let record = read(&c, &format!("/snowflake/{name}/ids/2"));
+    let bound = serde_json::from_str::<serde_json::Value>(&record).unwrap()["bound_ms"]
+        .as_i64()
+        .unwrap();
+    assert!(bound >= g.decode(id).timestamp_ms, "{record}");
     assert!(
         data.starts_with(r#"{"ip":"10.9.9.3","port":"8080","timestamp":"#),
         "{data}"
@@ -284,10 +288,21 @@ fn heartbeat_writes_a_bound_ahead_and_close_writes_the_last_issued_timestamp() {
         last = g.next_id().unwrap();
         std::thread::sleep(Duration::from_millis(20));
     }
-    let bound = stamp(read(&c, &path));
+    // leafid's look-ahead bound lives in leafid's own record of the worker id; Leaf's
+    // field gets only what Leaf would write there: never a time ahead of the clock
+    // (issue 20, row 8: a Java server reading a future time goes silent).
+    let record = format!("/snowflake/{name}/ids/0");
+    let bound = serde_json::from_str::<serde_json::Value>(&read(&c, &record)).unwrap()["bound_ms"]
+        .as_i64()
+        .unwrap();
     assert!(
         bound >= g.decode(last).timestamp_ms,
         "bound {bound} below an issued id"
+    );
+    let written = stamp(read(&c, &path));
+    assert!(
+        written <= now_ms(),
+        "a future time {written} in Leaf's field"
     );
     g.close();
     assert_eq!(stamp(read(&c, &path)), g.decode(last).timestamp_ms);

@@ -50,7 +50,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::zk_client as zk;
-use super::{system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
+use super::{fence, system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
+
+mod guard;
+mod takeover;
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -64,7 +67,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(3000);
 /// writer to count as a live Java Leaf server (Leaf uploads every 3 s).
 pub const JAVA_LIVE_WINDOW: Duration = Duration::from_millis(9000);
 
-/// How often start-up re-reads a node it is waiting on.
+/// How often start-up re-reads a live node whose holder has died on this host.
 const POLL: Duration = Duration::from_millis(250);
 
 /// What a leafid holder writes into its `live` node.
@@ -135,6 +138,13 @@ struct State {
     live_session: Option<i64>,
     /// The `mzxid` of this holder's last write to the forever node.
     last_mzxid: Option<i64>,
+    /// The data version of `ids/{id}` this holder last saw or wrote.
+    id_version: i32,
+    /// The forever node's `mzxid` as this holder last wrote (or took it over), shared
+    /// with the guard.
+    own: Option<guard::OwnWrite>,
+    /// The watch on the forever node; dropping it stops the watch.
+    guard: Option<guard::Guard>,
     /// The registry's clock, as seen by the last write (for the generator's clock check).
     reading: Option<ClockReading>,
 }
@@ -319,60 +329,6 @@ impl ZookeeperRegistry {
         st.live_session = None;
     }
 
-    /// Refuses an identity whose forever node a live Java Leaf server keeps writing.
-    /// `zk_now` is ZooKeeper's clock at the claim.
-    async fn check_java_idle(
-        &self,
-        client: &zk::Client,
-        path: &str,
-        id: u32,
-        zk_now: i64,
-    ) -> Result<()> {
-        let holder = self.holder_path();
-        let released: Option<i64> = match client.get_data(&holder).await {
-            Ok((data, _)) => std::str::from_utf8(&data)
-                .ok()
-                .and_then(|t| t.trim().parse().ok()),
-            Err(zk::ZkError::NoNode) => None,
-            Err(e) => return Err(self.err("read", &holder, e)),
-        };
-        let first = match client.check_stat(path).await {
-            Ok(Some(stat)) => stat,
-            Ok(None) => return Ok(()),
-            Err(e) => return Err(self.err("read", path, e)),
-        };
-        if released == Some(first.mzxid) {
-            return Ok(()); // last written by a leafid holder that let go
-        }
-        let window = JAVA_LIVE_WINDOW.as_millis() as i64;
-        let age = zk_now - first.mtime;
-        if age >= window {
-            return Ok(());
-        }
-        tracing::info!(%path, age_ms = age, "forever node written recently and not released by leafid; \
-            checking that no Java Leaf server still writes it");
-        let deadline = tokio::time::Instant::now() + Duration::from_millis((window - age) as u64);
-        while tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(POLL).await;
-            let now = match client.check_stat(path).await {
-                Ok(Some(stat)) => stat,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(self.err("read", path, e)),
-            };
-            if now.mzxid != first.mzxid {
-                return Err(self.in_use(
-                    Some(id),
-                    format!(
-                        "a process that keeps writing {path} (last {} ms apart by ZooKeeper's clock), \
-                         most likely a live Java Leaf server",
-                        now.mtime - first.mtime
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-
     fn err(&self, op: &str, path: &str, e: zk::ZkError) -> Error {
         zk_err(&self.connect, op, path, e)
     }
@@ -457,8 +413,9 @@ impl ZookeeperRegistry {
         .expect("an endpoint always serializes")
     }
 
-    async fn take(&self, max_worker_id: u32) -> Result<Lease> {
+    async fn take(&self, max_worker_id: u32, limit: Arc<IssueLimit>) -> Result<Lease> {
         let mut st = self.state.lock().await;
+        st.guard = None;
         if !st.claimed {
             let mut held = held_identities().lock().unwrap_or_else(|p| p.into_inner());
             if !held.insert(self.identity_key()) {
@@ -477,8 +434,25 @@ impl ZookeeperRegistry {
         let taken = self
             .take_node(&client, &mut st, max_worker_id, zk_now)
             .await;
-        if taken.is_err() {
-            self.let_go(&client, &mut st, false).await;
+        match &taken {
+            Ok(lease) => {
+                let (path, id, _) = st.node.clone().expect("take_node set the node");
+                let own = st.own.clone().expect("take_node set the own write");
+                debug_assert_eq!(id, lease.worker_id);
+                st.guard = Some(guard::start(
+                    client.clone(),
+                    path,
+                    self.id_live_path(id),
+                    own,
+                    limit,
+                ));
+            }
+            Err(_) => {
+                if let Some((_, id, _)) = st.node.take() {
+                    self.unclaim_worker(&client, id).await;
+                }
+                self.let_go(&client, &mut st, false).await;
+            }
         }
         taken
     }
@@ -492,12 +466,24 @@ impl ZookeeperRegistry {
     ) -> Result<Lease> {
         let client = client.clone();
         let forever = self.forever_path();
-        let (path, id, floor, version) = match self.find_own(&client).await? {
+        let (path, id, floor, version, mzxid) = match self.find_own(&client).await? {
             Some((path, id)) => {
-                self.check_java_idle(&client, &path, id, zk_now).await?;
-                let (floor, version) = self.read_timestamp(&client, &path).await?;
+                // Claim the id first: a node of a recreated tree may carry a live
+                // holder's id.
+                st.node = Some((path.clone(), id, 0));
+                let claimed = self.claim_worker(&client, id).await?;
+                st.id_version = claimed.version;
+                let seen = self.watch_takeover(&client, &path, id, zk_now).await?;
+                let (stamp, version) = self.read_timestamp(&client, &path).await?;
+                if version != seen.version {
+                    return Err(self.in_use(
+                        Some(id),
+                        format!("a process that wrote {path} right after this start watched it"),
+                    ));
+                }
+                let floor = stamp.max(claimed.bound_ms);
                 tracing::info!(%path, worker_id = id, floor, "reusing this ip:port's forever node");
-                (path, id, floor, version)
+                (path, id, floor, version, seen.mzxid)
             }
             None => {
                 client
@@ -528,12 +514,28 @@ impl ZookeeperRegistry {
                 tracing::info!(%path, worker_id = id, "created a forever node for this ip:port");
                 // Our write: a release right after (a refused start) records it, so the
                 // next start need not wait for the node to age.
-                if let Ok(Some(stat)) = client.check_stat(&path).await {
-                    if stat.version == 0 {
-                        st.last_mzxid = Some(stat.mzxid);
-                    }
+                let stat = client
+                    .check_stat(&path)
+                    .await
+                    .map_err(|e| self.err("read", &path, e))?
+                    .ok_or_else(|| self.vanished(&path))?;
+                if stat.version != 0 {
+                    return Err(self.in_use(
+                        Some(id),
+                        format!("a process that wrote {path} the moment this start created it"),
+                    ));
                 }
-                (path, id, i64::MIN, 0)
+                st.last_mzxid = Some(stat.mzxid);
+                if id <= max_worker_id {
+                    st.node = Some((path.clone(), id, 0));
+                    // A tree recreated under live holders restarts its sequence at 0:
+                    // the id itself must be free, and its last holder's bound is the floor.
+                    let claimed = self.claim_worker(&client, id).await?;
+                    st.id_version = claimed.version;
+                    (path, id, claimed.bound_ms, 0, stat.mzxid)
+                } else {
+                    (path, id, i64::MIN, 0, stat.mzxid)
+                }
             }
         };
         if id > max_worker_id {
@@ -548,6 +550,7 @@ impl ZookeeperRegistry {
             });
         }
         st.node = Some((path.clone(), id, version));
+        st.own = Some(Arc::new(tokio::sync::Mutex::new(mzxid)));
         Ok(Lease {
             worker_id: id,
             floor_ms: floor,
@@ -604,27 +607,71 @@ impl ZookeeperRegistry {
             }
         }
         let before = system_now_ms();
-        // Conditional on the version this holder last wrote: a write by anyone else in
-        // between means another holder (or a Java Leaf server) has used this node, so
-        // this lease is over; overwriting could lower the bound it issued under.
-        let stat = match client
-            .set_data(&path, &self.endpoint_bytes(bound_ms), Some(version))
-            .await
-        {
-            Ok(stat) => stat,
-            Err(zk::ZkError::BadVersion) => {
-                return Err(Error::LeaseLost {
-                    worker_id: lease.worker_id,
-                    cause: format!(
-                        "{path} was written by another process since this holder's last write"
-                    ),
-                })
-            }
-            Err(e) => return Err(self.err("write", &path, e)),
+        let id_path = self.id_path(lease.worker_id);
+        let own = st.own.clone();
+        // Held across the write: the guard compares the node only with settled writes.
+        let mut own_guard = match &own {
+            Some(o) => Some(o.lock().await),
+            None => None,
         };
+        // Conditional on the versions this holder last wrote: a write by anyone else in
+        // between means another holder (or a Java Leaf server) has used this node, so
+        // this lease is over; overwriting could lower the bound it issued under. Leaf's
+        // own field gets only what Leaf would write (rule 4); leafid's bound goes into
+        // ids/{id}, in the same transaction.
+        let forever_data = self.endpoint_bytes(fence::foreign_timestamp(bound_ms));
+        let id_data = self.id_record_bytes(bound_ms);
+        let ops = [
+            zk::Op::Check {
+                path: &path,
+                version,
+            },
+            zk::Op::SetData {
+                path: &path,
+                data: &forever_data,
+            },
+            zk::Op::Check {
+                path: &id_path,
+                version: st.id_version,
+            },
+            zk::Op::SetData {
+                path: &id_path,
+                data: &id_data,
+            },
+        ];
+        let (stat, id_stat) = match client.multi(&ops).await {
+            Ok(results) => match (&results[1], &results[3]) {
+                (zk::OpResult::SetData(a), zk::OpResult::SetData(b)) => (*a, *b),
+                _ => {
+                    return Err(self.err(
+                        "write",
+                        &path,
+                        zk::ZkError::Protocol("unexpected multi results".into()),
+                    ))
+                }
+            },
+            Err(zk::MultiError {
+                op: Some(i),
+                error: e @ (zk::ZkError::BadVersion | zk::ZkError::NoNode),
+            }) => {
+                let which = if i < 2 { &path } else { &id_path };
+                let what = if e == zk::ZkError::NoNode {
+                    "was deleted"
+                } else {
+                    "was written by another process since this holder's last write"
+                };
+                return Err(fence::lost(lease.worker_id, format!("{which} {what}")));
+            }
+            Err(e) => return Err(self.err("write", &path, e.error)),
+        };
+        if let Some(g) = own_guard.as_mut() {
+            **g = stat.mzxid;
+        }
+        drop(own_guard);
         if let Some(node) = st.node.as_mut() {
             node.2 = stat.version;
         }
+        st.id_version = id_stat.version;
         st.last_mzxid = Some(stat.mzxid);
         st.reading = Some(ClockReading {
             registry_ms: stat.mtime,
@@ -637,8 +684,13 @@ impl ZookeeperRegistry {
 
     async fn drop_session(&self) {
         let mut st = self.state.lock().await;
+        st.guard = None;
+        st.own = None;
         if let Some(client) = st.client.clone() {
             if !client.state().is_terminated() {
+                if let Some((_, id, _)) = &st.node {
+                    self.unclaim_worker(&client, *id).await;
+                }
                 self.let_go(&client, &mut st, true).await;
             }
         }
@@ -668,9 +720,10 @@ impl Drop for ZookeeperRegistry {
 }
 
 impl WorkerRegistry for ZookeeperRegistry {
-    fn acquire(&self, max_worker_id: u32, _limit: Arc<IssueLimit>) -> BoxFuture<'_, Result<Lease>> {
-        // A forever node cannot be lost, so the limit is never lowered.
-        Box::pin(self.take(max_worker_id))
+    fn acquire(&self, max_worker_id: u32, limit: Arc<IssueLimit>) -> BoxFuture<'_, Result<Lease>> {
+        // The guard lowers the limit the moment the forever node is deleted or written
+        // by another process.
+        Box::pin(self.take(max_worker_id, limit))
     }
 
     fn renew<'a>(&'a self, lease: &'a Lease, bound_ms: i64) -> BoxFuture<'a, Result<()>> {

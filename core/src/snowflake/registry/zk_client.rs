@@ -1,6 +1,6 @@
 //! A small ZooKeeper client on the core's own tokio runtime: the handful of calls the
 //! ZooKeeper registries make, over ZooKeeper's wire protocol (jute, one session per
-//! client, no watches).
+//! client, one-shot watches).
 //!
 //! Why not a client crate: the Rust ZooKeeper clients do their socket I/O on a
 //! process-wide reactor of their own (`async-io`: one epoll instance and a driver thread,
@@ -28,6 +28,16 @@
 //! answers in order) means the connection cannot be trusted: it is dropped and the
 //! session resumed as for any other connection loss. Dropping the last clone of a
 //! [`Client`] closes the session.
+//!
+//! Watches: [`Client::watch_node`] and [`Client::watch_children`] set ZooKeeper's
+//! one-shot watches and return a [`Watch`], a future that completes with the first
+//! [`WatchEvent`] the server sends for that path and kind. The waiter is registered by the
+//! session task when the call's reply arrives, on the same ordered stream the server's
+//! notifications (xid -1) come on, so no event between the read and the registration is
+//! missed. Watches are NOT re-registered on a new connection (no `SetWatches`): when the
+//! connection drops, the session moves to another server, expires or is closed, every
+//! outstanding watch completes with [`WatchKind::SessionLost`], and its owner must read
+//! the node again (on a new session if need be) and decide from what it finds.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -381,8 +391,7 @@ fn decode_connect_response(frame: &[u8]) -> Result<(i32, SessionInfo), ZkError> 
     Ok((negotiated, SessionInfo { id, password }))
 }
 
-/// A watch event: `(type, state, path)`. The client sets no watches, so events are only
-/// skipped; the decoder exists so the fuzzer covers the record.
+/// A watch event: `(type, state, path)`.
 fn decode_watch_event(body: &[u8]) -> Result<(i32, i32, String), ZkError> {
     let mut r = In(body);
     Ok((r.i32()?, r.i32()?, r.string()?))
@@ -509,7 +518,85 @@ struct Call {
     op: i32,
     body: Vec<u8>,
     reply: Reply,
+    /// The watch the call sets, registered when its reply arrives.
+    watch: Option<WatchReg>,
 }
+
+/// What fired a [`Watch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchKind {
+    /// The node was created (a watch set by [`Client::watch_node`] on a missing node).
+    NodeCreated,
+    /// The node was deleted.
+    NodeDeleted,
+    /// The node's data was written (even with the same bytes).
+    NodeDataChanged,
+    /// A child was added or removed.
+    NodeChildrenChanged,
+    /// The watch can no longer fire: the connection dropped, the session moved to
+    /// another server, expired or was closed. Watches are not re-registered; read the
+    /// node again to learn what happened meanwhile.
+    SessionLost,
+}
+
+/// What a [`Watch`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchEvent {
+    /// What happened.
+    pub kind: WatchKind,
+    /// The watched path (relative to the chroot, as given to the call that set it).
+    pub path: String,
+}
+
+/// Which of ZooKeeper's watch tables a watch is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum WatchClass {
+    /// Set by `exists`: fires on created, deleted, data changed.
+    Node,
+    /// Set by `getChildren`: fires on children changed, deleted.
+    Children,
+}
+
+/// A watch on its way to the session task.
+struct WatchReg {
+    class: WatchClass,
+    /// The path as the server knows it (below the chroot): events name it so.
+    server_path: String,
+    /// The path as the caller gave it, for the event.
+    client_path: String,
+    tx: oneshot::Sender<WatchEvent>,
+}
+
+/// A one-shot ZooKeeper watch: completes with the first event for its path and kind,
+/// or with [`WatchKind::SessionLost`] once it can no longer fire (see the module doc).
+/// Dropping it forgets the watch on this side (the server's one-shot entry stays until
+/// it fires, harmlessly).
+#[derive(Debug)]
+pub struct Watch {
+    rx: oneshot::Receiver<WatchEvent>,
+    path: String,
+}
+
+impl std::future::Future for Watch {
+    type Output = WatchEvent;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<WatchEvent> {
+        match std::pin::Pin::new(&mut self.rx).poll(cx) {
+            std::task::Poll::Ready(Ok(event)) => std::task::Poll::Ready(event),
+            std::task::Poll::Ready(Err(_)) => std::task::Poll::Ready(WatchEvent {
+                kind: WatchKind::SessionLost,
+                path: self.path.clone(),
+            }),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+/// Watches registered on the current connection, by server path and table.
+type WatchTable = std::collections::HashMap<(String, WatchClass), Vec<WatchReg>>;
 
 /// The session's identity, for resuming it on another server.
 #[derive(Debug, Clone)]
@@ -865,6 +952,7 @@ impl Client {
                         state: state_tx,
                         xid: 0,
                         zxid: 0,
+                        watches: WatchTable::new(),
                     };
                     tokio::spawn(task.run(stream, rx));
                     return Ok(Client {
@@ -951,9 +1039,66 @@ impl Client {
                 op,
                 body: body.0,
                 reply,
+                watch: None,
             })
             .map_err(|_| ZkError::Closed)?;
         rx.await.unwrap_or(Err(ZkError::ConnectionLoss))
+    }
+
+    /// A call that sets a watch on `path` when it succeeds (for `exists`, also when the
+    /// node is missing).
+    async fn call_watched(
+        &self,
+        op: i32,
+        path: &str,
+        class: WatchClass,
+    ) -> (Result<Vec<u8>, ZkError>, Watch) {
+        let server_path = self.server_path(path);
+        let mut body = Out::default();
+        body.str(&server_path).bool(true);
+        let (tx, watch_rx) = oneshot::channel();
+        let watch = Watch {
+            rx: watch_rx,
+            path: path.to_string(),
+        };
+        let (reply, rx) = oneshot::channel();
+        let call = Call {
+            op,
+            body: body.0,
+            reply,
+            watch: Some(WatchReg {
+                class,
+                server_path,
+                client_path: path.to_string(),
+                tx,
+            }),
+        };
+        if self.shared.calls.send(call).is_err() {
+            return (Err(ZkError::Closed), watch);
+        }
+        (rx.await.unwrap_or(Err(ZkError::ConnectionLoss)), watch)
+    }
+
+    /// A node's metadata (`None` when it does not exist) and a watch on it that fires
+    /// when it is created, deleted or its data is written (ZooKeeper's `exists` with a
+    /// watch). See the module doc for what happens to the watch on a connection loss.
+    pub async fn watch_node(&self, path: &str) -> Result<(Option<Stat>, Watch), ZkError> {
+        let (reply, watch) = self.call_watched(OP_EXISTS, path, WatchClass::Node).await;
+        match reply {
+            Ok(body) => Ok((Some(decode_stat(&body)?), watch)),
+            Err(ZkError::NoNode) => Ok((None, watch)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The names of a node's children and a watch that fires when a child is added or
+    /// removed or the node is deleted (`getChildren` with a watch). A missing node is
+    /// [`ZkError::NoNode`] (and no watch is set).
+    pub async fn watch_children(&self, path: &str) -> Result<(Vec<String>, Watch), ZkError> {
+        let (reply, watch) = self
+            .call_watched(OP_GET_CHILDREN, path, WatchClass::Children)
+            .await;
+        Ok((decode_children(&reply?)?, watch))
     }
 
     /// Creates a node open to anyone; returns its path (with the sequence number, for
@@ -1155,6 +1300,9 @@ struct Session {
     /// them would make a server that is behind that (but not behind the client) refuse
     /// the session (Java's `ClientCnxn.readResponse` also skips them).
     zxid: i64,
+    /// Watches set on the current connection; dropped (so they report
+    /// [`WatchKind::SessionLost`]) when it ends.
+    watches: WatchTable,
 }
 
 impl Session {
@@ -1171,6 +1319,9 @@ impl Session {
     async fn run(mut self, mut stream: TcpStream, mut calls: mpsc::UnboundedReceiver<Call>) {
         loop {
             let outcome = self.serve(stream, &mut calls).await;
+            // The server forgets this connection's watches with it, and they are not
+            // set again on the next one: each reports SessionLost to its owner.
+            self.watches.clear();
             let last_heard = match outcome {
                 Ended::Lost(at) => at,
                 _ => Instant::now(),
@@ -1280,7 +1431,7 @@ impl Session {
         });
         let _stop_reader = AbortOnDrop(reader);
         // Calls sent on this connection, oldest first: ZooKeeper answers in order.
-        let mut pending: VecDeque<(i32, i32, Reply)> = VecDeque::new();
+        let mut pending: VecDeque<(i32, i32, Reply, Option<WatchReg>)> = VecDeque::new();
         let ping_every = self.timeout / 5;
         let silence_limit = self.timeout * 2 / 5;
         let mut last_read = Instant::now();
@@ -1307,7 +1458,7 @@ impl Session {
                         break Ended::Lost(last_read);
                     }
                     last_write = Instant::now();
-                    pending.push_back((xid, call.op, call.reply));
+                    pending.push_back((xid, call.op, call.reply, call.watch));
                 }
                 frame = frames.recv() => {
                     let Some(Ok(frame)) = frame else { break Ended::Lost(last_read) };
@@ -1315,7 +1466,14 @@ impl Session {
                     let Ok((xid, zxid, err, body)) = decode_reply_header(&frame) else {
                         break Ended::Lost(last_read);
                     };
-                    if xid == XID_PING || xid == XID_WATCH_EVENT {
+                    if xid == XID_PING {
+                        continue;
+                    }
+                    if xid == XID_WATCH_EVENT {
+                        match decode_watch_event(body) {
+                            Ok((kind, _, path)) => self.fire(kind, &path),
+                            Err(_) => break Ended::Lost(last_read),
+                        }
                         continue;
                     }
                     // Anything else must answer the oldest call in flight. A reply that
@@ -1327,7 +1485,17 @@ impl Session {
                             "ZooKeeper reply out of order; dropping the connection");
                         break Ended::Lost(last_read);
                     }
-                    let (_, op, reply) = pending.pop_front().expect("front checked above");
+                    let (_, op, reply, watch) = pending.pop_front().expect("front checked above");
+                    if let Some(w) = watch {
+                        // Registered before any later frame is read: the server sends a
+                        // change's notification after this reply, never before.
+                        if err == 0 || (err == -101 && w.class == WatchClass::Node) {
+                            self.watches
+                                .entry((w.server_path.clone(), w.class))
+                                .or_default()
+                                .push(w);
+                        }
+                    }
                     if zxid > 0 {
                         // Replies come in order, so this only grows on one server; max
                         // keeps it from going back across servers.
@@ -1360,10 +1528,40 @@ impl Session {
                 _ = tokio::time::sleep_until(dead_at) => break Ended::Lost(last_read),
             }
         };
-        for (_, _, reply) in pending.drain(..) {
+        for (_, _, reply, _) in pending.drain(..) {
             let _ = reply.send(Err(ZkError::ConnectionLoss));
         }
         ended
+    }
+}
+
+impl Session {
+    /// Completes the watches a server notification (`kind`, server `path`) fires.
+    fn fire(&mut self, kind: i32, path: &str) {
+        let (event, classes): (WatchKind, &[WatchClass]) = match kind {
+            1 => (WatchKind::NodeCreated, &[WatchClass::Node]),
+            2 => (
+                WatchKind::NodeDeleted,
+                &[WatchClass::Node, WatchClass::Children],
+            ),
+            3 => (WatchKind::NodeDataChanged, &[WatchClass::Node]),
+            4 => (WatchKind::NodeChildrenChanged, &[WatchClass::Children]),
+            // -1: a state change (not sent over the wire for this session's own
+            // state); 5..: watch-removed notices for calls this client never makes.
+            _ => return,
+        };
+        for class in classes {
+            for w in self
+                .watches
+                .remove(&(path.to_string(), *class))
+                .unwrap_or_default()
+            {
+                let _ = w.tx.send(WatchEvent {
+                    kind: event,
+                    path: w.client_path,
+                });
+            }
+        }
     }
 }
 

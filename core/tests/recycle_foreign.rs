@@ -128,7 +128,10 @@ fn a_fork_started_beside_live_leafid_holders_stops_every_holder_and_no_id_is_iss
     assert!(!fork_ids.is_empty(), "the fork issued nothing");
     let mut all = Vec::new();
     for ids in &leafid_ids {
-        assert!(!ids.is_empty(), "a leafid holder issued nothing before the fork came");
+        assert!(
+            !ids.is_empty(),
+            "a leafid holder issued nothing before the fork came"
+        );
         all.extend_from_slice(ids);
     }
     let dups = duplicates(&all, fork_ids);
@@ -144,7 +147,10 @@ fn a_fork_started_beside_live_leafid_holders_stops_every_holder_and_no_id_is_iss
     // first one.
     let fork_first = fork_ids[0] >> 22;
     let late = all.iter().filter(|&&id| id >> 22 > fork_first).count();
-    assert_eq!(late, 0, "{late} leafid ids after the fork's first millisecond");
+    assert_eq!(
+        late, 0,
+        "{late} leafid ids after the fork's first millisecond"
+    );
     // And no new leafid holder starts beside it.
     let err = leafid_gen(&name, cache.path()).expect_err("a new holder beside the fork");
     assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");

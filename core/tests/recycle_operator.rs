@@ -133,8 +133,7 @@ fn next_floor(name: &str) -> (Arc<ZookeeperRecycleRegistry>, Lease) {
 }
 
 #[test]
-fn a_floor_deleted_under_a_live_holder_stops_it_at_once_and_is_restored_before_the_id_goes_back()
-{
+fn a_floor_deleted_under_a_live_holder_stops_it_at_once_and_is_restored_before_the_id_goes_back() {
     let name = unique_name("del-last");
     let bound = now_ms() + 5_000;
     let (reg, limit, lease) = holder(&name, bound);
@@ -165,7 +164,11 @@ fn a_floor_rewritten_lower_under_a_live_holder_stops_it_and_is_never_lowered() {
     renew_is_lost(&reg, &lease);
     release(&reg, &lease);
     let (next, lease2) = next_floor(&name);
-    assert!(lease2.floor_ms >= bound, "floor {} < {bound}", lease2.floor_ms);
+    assert!(
+        lease2.floor_ms >= bound,
+        "floor {} < {bound}",
+        lease2.floor_ms
+    );
     release(&next, &lease2);
 }
 
@@ -179,7 +182,11 @@ fn a_lease_node_deleted_under_a_live_holder_stops_it_at_once_and_the_newcomer_st
     operator(move |c| async move { c.delete(&path, None).await.unwrap() });
     // The newcomer may take the id at once: its floor is the old holder's bound.
     let (next, lease2) = next_floor(&name);
-    assert!(lease2.floor_ms >= bound, "floor {} < {bound}", lease2.floor_ms);
+    assert!(
+        lease2.floor_ms >= bound,
+        "floor {} < {bound}",
+        lease2.floor_ms
+    );
     stops_on_its_own(&limit);
     renew_is_lost(&reg, &lease);
     release(&next, &lease2);

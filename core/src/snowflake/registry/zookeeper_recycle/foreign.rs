@@ -65,6 +65,9 @@ mod tests {
         let s = e.to_string();
         assert!(matches!(e, Error::InvalidConfig(_)));
         assert!(s.contains("/snowflake/x/recycle/notuse exist"), "{s}");
-        assert!(s.contains("must use a distinct leaf.name / name in the URL"), "{s}");
+        assert!(
+            s.contains("must use a distinct leaf.name / name in the URL"),
+            "{s}"
+        );
     }
 }

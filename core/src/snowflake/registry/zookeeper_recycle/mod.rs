@@ -380,14 +380,14 @@ impl ZookeeperRecycleRegistry {
                     return;
                 }
                 vec![
-                guard,
-                zk::Op::Create {
-                    path: &h.last_path,
-                    data: &data,
-                    mode: zk::CreateMode::Persistent,
-                    acl: Self::floor_acl(&h.client),
-                },
-            ]
+                    guard,
+                    zk::Op::Create {
+                        path: &h.last_path,
+                        data: &data,
+                        mode: zk::CreateMode::Persistent,
+                        acl: Self::floor_acl(&h.client),
+                    },
+                ]
             }
         };
         match h.client.multi(&fix).await {
@@ -660,9 +660,7 @@ impl ZookeeperRecycleRegistry {
                 }
                 // The pool record changed (another holder's first floor) or `last/` is
                 // gone: read it again, and try again (or find our floor gone).
-                (Some(1), zk::ZkError::BadVersion | zk::ZkError::NoNode)
-                    if pool_data.is_some() =>
-                {
+                (Some(1), zk::ZkError::BadVersion | zk::ZkError::NoNode) if pool_data.is_some() => {
                     if !creating {
                         if let Ok(None) = h.client.check_stat(&h.last_path).await {
                             return Err(lost(format!("{} was deleted", h.last_path)));

@@ -1,21 +1,37 @@
 //! `zookeeper-recycle` — worker ids leased with a ZooKeeper session, for fleets whose
 //! addresses change (pods, autoscaling, preforked workers).
 //!
-//! Layout under `/snowflake/{name}/recycle/` (distinct from the Leaf fork's
-//! `notuse`/`inuse` nodes, which it does not read or write):
+//! Layout under `/snowflake/{name}/recycle/` (beside which the NotFound9 fork's
+//! `notuse`/`inuse` nodes must not exist: see [`foreign`], which refuses and watches):
 //! - `lease/{id}` — EPHEMERAL, data `{"ip","port","pid","session"}`: id `id` is held by
 //!   that session. ZooKeeper creates a path once, so whoever creates it holds the id;
 //!   ZooKeeper deletes it when the session ends (closed, or expired after the session
 //!   timeout without contact), never while the session lives.
 //! - `last/{id}` — PERSISTENT, data `{"bound_ms",…}`: the highest bound any holder of
 //!   `id` persisted, i.e. the latest timestamp it may have issued; the next holder's floor.
+//! - `last/` itself — data `{"floors","ahead_ms"}`: how many floors were ever created and
+//!   the largest lookahead written, so that a deleted floor is told from an unused id
+//!   ([`floor`]).
 //!
 //! Acquire opens a new session, lists `lease`, and creates a free `lease/{id}`, trying the
 //! first few free ids lowest last bound first (NodeExists: someone was faster, try the
 //! next); then reads `last/{id}` as the floor.
-//! Every renew first checks that the lease node is still owned by this session, then
-//! writes `last/{id}` in a multi-op guarded by the lease node's version, through the
-//! same session: a session that ended can write nothing.
+//! Every renew first checks that the lease node is still owned by this session and that
+//! the fork's layout has not appeared, then writes `last/{id}` in a multi-op guarded by
+//! the lease node's version and by the version of `last/{id}` this holder last read or
+//! wrote (fence rule 1), through the same session: a session that ended can write
+//! nothing, and a floor another writer changed or deleted is never overwritten blindly.
+//!
+//! Fence rule 2: a lease node or `last/{id}` missing or changed under a live holder is
+//! [`Error::LeaseLost`], never "unavailable". A watcher task sees it at once (ZooKeeper
+//! watches on the lease node, on `last/{id}` and on the pool's children) and stops
+//! issuing; the renew finds the same by its conditional write. When the holder then lets
+//! go of the id it first restores its floor if it is missing or lower than the last bound
+//! it wrote (never lowering one), under its lease guard, so that the next holder starts
+//! above everything it issued. An operator deleting `lease/{id}` alone lets a newcomer
+//! take the id at once, with the floor still in `last/{id}`; should the old holder's
+//! renew race with the newcomer's first one, the `last/{id}` version check lets only one
+//! of them write, and the newcomer issues nothing before its own write succeeds.
 //!
 //! Why no two live holders ever issue one id at one timestamp:
 //! 1. The generator issues only up to its issue limit, and raises the limit only after a
@@ -57,26 +73,24 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::fence;
 use super::zk_client as zk;
 use super::zookeeper::zk_err;
 use super::{system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
+mod floor;
+mod foreign;
+mod watch;
+
+use floor::{LastBound, Pool};
+
 /// How many free ids `acquire` ranks by their last bound before taking one.
 const RANKED_CANDIDATES: usize = 16;
 
-/// The data of `last/{id}`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct LastBound {
-    bound_ms: i64,
-    #[serde(default)]
-    ip: String,
-    #[serde(default)]
-    port: String,
-    #[serde(default)]
-    pid: u32,
-}
+/// How often a renew retries after another holder changed the pool record meanwhile.
+const POOL_RETRIES: usize = 8;
 
 /// The data of `lease/{id}` (for operators: who holds the id).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -92,10 +106,29 @@ struct Held {
     worker_id: u32,
     lease_path: String,
     lease_version: i32,
-    /// Cleared before this registry lets go of the session on purpose, so the state
-    /// watcher does not report our own close as a lost lease.
+    /// `last/{id}`.
+    last_path: String,
+    /// What this holder knows of `last/{id}`: shared with the watcher, which takes any
+    /// other version for another writer's.
+    floor: Arc<watch::FloorState>,
+    /// The last bound this holder wrote to `last/{id}` (`i64::MIN` before the first).
+    written: i64,
+    /// The pool record as last read or written.
+    pool: Pool,
+    /// Cleared before this registry lets go of the session on purpose, so the watchers
+    /// do not report our own close as a lost lease.
     watching: Arc<AtomicBool>,
-    watcher: tokio::task::JoinHandle<()>,
+    watchers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Held {
+    fn stop_watching(&self) {
+        // SeqCst: pairs with the loads in the watchers; our own close is not a loss.
+        self.watching.store(false, Ordering::SeqCst);
+        for w in &self.watchers {
+            w.abort();
+        }
+    }
 }
 
 impl std::fmt::Debug for Held {
@@ -164,6 +197,11 @@ impl ZookeeperRecycleRegistry {
         }
     }
 
+    /// `/snowflake/{name}/recycle`.
+    pub fn recycle_dir(&self) -> String {
+        format!("/snowflake/{}/recycle", self.name)
+    }
+
     /// `/snowflake/{name}/recycle/lease`.
     pub fn lease_dir(&self) -> String {
         format!("/snowflake/{}/recycle/lease", self.name)
@@ -221,13 +259,70 @@ impl ZookeeperRecycleRegistry {
             .map(|h| (h.worker_id, h.client.session().clone()))
     }
 
-    /// Lets go of a held lease: stops the watcher, deletes the lease node, closes the session.
+    /// Refuses when the fork's `notuse` / `inuse` are in the pool ([`foreign`]).
+    async fn check_no_fork(&self, client: &zk::Client) -> Result<()> {
+        let dir = self.recycle_dir();
+        let children = match client.list_children(&dir).await {
+            Ok(c) => c,
+            Err(zk::ZkError::NoNode) => return Ok(()),
+            Err(e) => return Err(self.err("list children of", &dir, e)),
+        };
+        let found = foreign::fork_nodes(&children);
+        if found.is_empty() {
+            Ok(())
+        } else {
+            Err(foreign::refusal(&self.shown, &dir, &found, &self.name))
+        }
+    }
+
+    /// The pool record of `last/`, with its version and child count.
+    async fn read_pool(&self, client: &zk::Client) -> Result<Pool> {
+        let dir = self.last_dir();
+        let (data, stat) = client
+            .get_data(&dir)
+            .await
+            .map_err(|e| self.err("read", &dir, e))?;
+        let children = client
+            .list_children(&dir)
+            .await
+            .map_err(|e| self.err("list children of", &dir, e))?;
+        Ok(Pool::parse(&data, stat.version, children.len() as u64))
+    }
+
+    /// `last/{id}`: its bound and version, or `None` when missing.
+    async fn read_last(&self, client: &zk::Client, id: u32) -> Result<Option<(i64, i32)>> {
+        let last = format!("{}/{id}", self.last_dir());
+        match client.get_data(&last).await {
+            Ok((data, stat)) => serde_json::from_slice::<LastBound>(&data)
+                .map(|b| Some((b.bound_ms, stat.version)))
+                .map_err(|e| Error::Malformed {
+                    what: "ZooKeeper node",
+                    path: last.clone(),
+                    reason: format!("{e} (expected {{\"bound_ms\":N,…}})"),
+                }),
+            Err(zk::ZkError::NoNode) => Ok(None),
+            Err(e) => Err(self.err("read", &last, e)),
+        }
+    }
+
+    fn last_bound(&self, bound_ms: i64) -> Vec<u8> {
+        serde_json::to_vec(&LastBound {
+            bound_ms,
+            ip: self.ip.clone(),
+            port: self.port.clone(),
+            pid: std::process::id(),
+        })
+        .expect("a bound always serializes")
+    }
+
+    /// Lets go of a held lease: stops the watchers, restores the floor if it went
+    /// missing or lower, deletes the lease node, closes the session.
     async fn let_go(&self, held: Held) {
-        held.watching.store(false, Ordering::SeqCst);
-        held.watcher.abort();
-        // On a disconnected session a delete would wait for a session that is likely
+        held.stop_watching();
+        // On a disconnected session a call would wait for a session that is likely
         // gone; ZooKeeper removes the node when the session ends anyway.
         if held.client.state() == zk::SessionState::SyncConnected {
+            self.restore_floor(&held).await;
             match held
                 .client
                 .delete(&held.lease_path, Some(held.lease_version))
@@ -242,6 +337,67 @@ impl ZookeeperRecycleRegistry {
         drop(held.client);
     }
 
+    /// Before giving an id back: if `last/{id}` is missing or below the last bound this
+    /// holder wrote (an operator deleted or rewrote it), writes that bound again, under
+    /// the lease guard, so the next holder starts above everything this one issued.
+    async fn restore_floor(&self, h: &Held) {
+        if h.written == i64::MIN {
+            return;
+        }
+        let current = match self.read_last(&h.client, h.worker_id).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the floor before giving the id back");
+                return;
+            }
+        };
+        let data = self.last_bound(h.written);
+        let guard = zk::Op::Check {
+            path: &h.lease_path,
+            version: h.lease_version,
+        };
+        let fix = match current {
+            Some((bound, _)) if bound >= h.written => return,
+            Some((_, version)) => vec![
+                guard,
+                zk::Op::Check {
+                    path: &h.last_path,
+                    version,
+                },
+                zk::Op::SetData {
+                    path: &h.last_path,
+                    data: &data,
+                },
+            ],
+            None => {
+                // `deleteall last` takes the directory too.
+                if let Err(e) = h
+                    .client
+                    .mkdir_with_acl(&self.last_dir(), Self::floor_acl(&h.client))
+                    .await
+                {
+                    tracing::warn!(error = %e, "cannot recreate the floors' directory");
+                    return;
+                }
+                vec![
+                    guard,
+                    zk::Op::Create {
+                        path: &h.last_path,
+                        data: &data,
+                        mode: zk::CreateMode::Persistent,
+                        acl: Self::floor_acl(&h.client),
+                    },
+                ]
+            }
+        };
+        match h.client.multi(&fix).await {
+            Ok(_) => tracing::warn!(path = %h.last_path, bound = h.written,
+                "the floor was missing or lowered by another writer; restored it before giving the id back"),
+            Err(e) => tracing::warn!(path = %h.last_path, error = %e.error,
+                "the floor was missing or lowered by another writer and could not be restored"),
+        }
+    }
+
     async fn take(&self, max_worker_id: u32, limit: Arc<IssueLimit>) -> Result<Lease> {
         let mut slot = self.held.lock().await;
         if let Some(old) = slot.take() {
@@ -250,30 +406,12 @@ impl ZookeeperRecycleRegistry {
         let client = self.open_session().await?;
         // Watch before taking anything, so no state change after this point is missed.
         let watching = Arc::new(AtomicBool::new(true));
-        let mut states = client.state_watcher();
-        let watcher = {
-            let watching = watching.clone();
-            let limit = limit.clone();
-            let connect = self.shown.clone();
-            tokio::spawn(async move {
-                let mut state = *states.borrow_and_update();
-                loop {
-                    if state != zk::SessionState::SyncConnected {
-                        // SeqCst: pairs with the store in `let_go`; our own close is not a loss.
-                        if watching.load(Ordering::SeqCst) {
-                            limit.lose();
-                            tracing::warn!(%connect, ?state, "ZooKeeper session not connected; worker id lease in doubt, issuing stopped");
-                        }
-                        return;
-                    }
-                    state = match states.changed().await {
-                        Ok(()) => *states.borrow_and_update(),
-                        // The session task ended without a last word: as good as closed.
-                        Err(_) => zk::SessionState::Closed,
-                    };
-                }
-            })
-        };
+        let mut watchers = vec![watch::session(
+            &client,
+            watching.clone(),
+            limit.clone(),
+            self.shown.clone(),
+        )];
         let negotiated = client.session_timeout();
         let lease_dir = self.lease_dir();
         let last_dir = self.last_dir();
@@ -286,6 +424,7 @@ impl ZookeeperRecycleRegistry {
                 .mkdir_with_acl(&last_dir, Self::floor_acl(&client))
                 .await
                 .map_err(|e| self.err("create", &last_dir, e))?;
+            self.check_no_fork(&client).await?;
             let taken: std::collections::HashSet<u32> = client
                 .list_children(&lease_dir)
                 .await
@@ -300,22 +439,10 @@ impl ZookeeperRecycleRegistry {
                 session: client.session_id().to_string(),
             })
             .expect("a holder always serializes");
-            let read_floor = |id: u32| {
-                let last = format!("{last_dir}/{id}");
-                let client = &client;
-                async move {
-                    match client.get_data(&last).await {
-                        Ok((data, _)) => serde_json::from_slice::<LastBound>(&data)
-                            .map(|b| b.bound_ms)
-                            .map_err(|e| Error::Malformed {
-                                what: "ZooKeeper node",
-                                path: last.clone(),
-                                reason: format!("{e} (expected {{\"bound_ms\":N,…}})"),
-                            }),
-                        Err(zk::ZkError::NoNode) => Ok(i64::MIN),
-                        Err(e) => Err(self.err("read", &last, e)),
-                    }
-                }
+            let pool = self.read_pool(&client).await?;
+            let floor_of = |read: Option<(i64, i32)>, pool: &Pool| match read {
+                Some((bound, _)) => bound,
+                None => pool.missing_floor(system_now_ms()),
             };
             // Among the first few free ids, try those whose last holder's bound is lowest
             // first: a holder that lost its session then starts at once instead of
@@ -324,7 +451,7 @@ impl ZookeeperRecycleRegistry {
             let free = (0..=max_worker_id).filter(|id| !taken.contains(id));
             let mut ranked = Vec::with_capacity(RANKED_CANDIDATES);
             for id in free.clone().take(RANKED_CANDIDATES) {
-                ranked.push((read_floor(id).await?, id));
+                ranked.push((floor_of(self.read_last(&client, id).await?, &pool), id));
             }
             ranked.sort_unstable();
             let order = ranked
@@ -353,9 +480,14 @@ impl ZookeeperRecycleRegistry {
                 }
                 // Read again now that the id is ours: the bound read above may be stale
                 // (another holder may have come and gone since), this one cannot be.
-                let floor = read_floor(id).await?;
+                let pool = self.read_pool(&client).await?;
+                let read = self.read_last(&client, id).await?;
+                let floor = floor_of(read, &pool);
+                if read.is_none() && pool.floor_deleted() {
+                    tracing::warn!(worker_id = id, floor, "the floor of this id is missing and some floor of the pool was deleted: starting above the largest lookahead any holder wrote");
+                }
                 // A new node is at version 0 and this registry never writes to it.
-                return Ok((id, path, 0, floor));
+                return Ok((id, path, 0, floor, read.map(|(_, v)| v), pool));
             }
             Err(Error::WorkerIdExhausted {
                 pool: format!("ZooKeeper {} {lease_dir}", self.shown),
@@ -363,8 +495,33 @@ impl ZookeeperRecycleRegistry {
             })
         }
         .await;
+        // The fork may have arrived during the acquire: watch from here, and look once
+        // more now that the watch is set.
+        let result = match result {
+            Ok(taken) => {
+                let (id, ref path, _, _, version, _) = taken;
+                let floor_state = Arc::new(watch::FloorState::new(version));
+                let last_path = format!("{last_dir}/{id}");
+                watchers.push(watch::records(
+                    &client,
+                    watch::Records {
+                        recycle_dir: self.recycle_dir(),
+                        lease_path: path.clone(),
+                        lease_version: 0,
+                        last_path,
+                        floor: floor_state.clone(),
+                    },
+                    watching.clone(),
+                    limit.clone(),
+                ));
+                self.check_no_fork(&client)
+                    .await
+                    .map(|()| (taken, floor_state))
+            }
+            Err(e) => Err(e),
+        };
         match result {
-            Ok((id, path, version, floor)) => {
+            Ok(((id, path, version, floor, _, pool), floor_state)) => {
                 tracing::info!(worker_id = id, %path, floor, session = %client.session_id(),
                     session_timeout = ?negotiated, "worker id leased");
                 let location = format!("zookeeper-recycle {}{path}", self.shown);
@@ -373,8 +530,12 @@ impl ZookeeperRecycleRegistry {
                     worker_id: id,
                     lease_path: path,
                     lease_version: version,
+                    last_path: format!("{last_dir}/{id}"),
+                    floor: floor_state,
+                    written: i64::MIN,
+                    pool,
                     watching,
-                    watcher,
+                    watchers,
                 });
                 Ok(Lease {
                     worker_id: id,
@@ -384,7 +545,9 @@ impl ZookeeperRecycleRegistry {
             }
             Err(e) => {
                 watching.store(false, Ordering::SeqCst);
-                watcher.abort();
+                for w in &watchers {
+                    w.abort();
+                }
                 drop(client); // closes the session, and with it any lease node it made
                 Err(e)
             }
@@ -392,12 +555,9 @@ impl ZookeeperRecycleRegistry {
     }
 
     async fn write(&self, lease: &Lease, bound_ms: i64) -> Result<()> {
-        let held = self.held.lock().await;
-        let lost = |cause: String| Error::LeaseLost {
-            worker_id: lease.worker_id,
-            cause,
-        };
-        let Some(h) = held.as_ref().filter(|h| h.worker_id == lease.worker_id) else {
+        let mut held = self.held.lock().await;
+        let lost = |cause: String| fence::lost(lease.worker_id, cause);
+        let Some(h) = held.as_mut().filter(|h| h.worker_id == lease.worker_id) else {
             return Err(lost("this registry no longer holds it".into()));
         };
         let state = h.client.state();
@@ -416,65 +576,138 @@ impl ZookeeperRecycleRegistry {
             Ok(None) => return Err(lost(format!("{} is gone", h.lease_path))),
             Err(e) => return Err(self.err("check", &h.lease_path, e)),
         }
-        let last = format!("{}/{}", self.last_dir(), lease.worker_id);
-        let data = serde_json::to_vec(&LastBound {
-            bound_ms,
-            ip: self.ip.clone(),
-            port: self.port.clone(),
-            pid: std::process::id(),
-        })
-        .expect("a bound always serializes");
-        let guard = zk::Op::Check {
-            path: &h.lease_path,
-            version: h.lease_version,
-        };
-        let set = zk::Op::SetData {
-            path: &last,
-            data: &data,
-        };
-        let failed = |e: zk::MultiError, op: &str| match e.op {
-            Some(0) => lost(format!("{} failed its check: {}", h.lease_path, e.error)),
-            _ => self.err(op, &last, e.error),
-        };
-        let source = || format!("ZooKeeper mtime of {last}");
-        let before = system_now_ms();
-        match h.client.multi(&[guard.clone(), set]).await {
-            Ok(results) => {
-                match results.get(1) {
-                    Some(zk::OpResult::SetData(stat)) => {
-                        self.record_clock(stat.mtime, before, source())
-                    }
-                    other => tracing::debug!(?other, "no Stat in the multi's set-data result"),
-                }
-                Ok(())
+        // Belt and braces beside the watcher: the fork's layout ends the lease.
+        if let Err(e) = self.check_no_fork(&h.client).await {
+            return Err(match e {
+                Error::InvalidConfig(why) => lost(why),
+                e => e,
+            });
+        }
+        let data = self.last_bound(bound_ms);
+        let ahead = bound_ms.saturating_sub(system_now_ms());
+        let last_dir = self.last_dir();
+        let source = || format!("ZooKeeper mtime of {}", h.last_path);
+        for _ in 0..POOL_RETRIES {
+            let known = h.floor.version();
+            let creating = known.is_none();
+            let next = h.pool.next(creating, ahead);
+            let pool_data = next.map(|r| serde_json::to_vec(&r).expect("a record serializes"));
+            let mut ops = vec![zk::Op::Check {
+                path: &h.lease_path,
+                version: h.lease_version,
+            }];
+            if let Some(d) = &pool_data {
+                ops.push(zk::Op::Check {
+                    path: &last_dir,
+                    version: h.pool.version,
+                });
+                ops.push(zk::Op::SetData {
+                    path: &last_dir,
+                    data: d,
+                });
             }
-            Err(zk::MultiError {
-                op: Some(1),
-                error: zk::ZkError::NoNode,
-            }) => {
-                // First bound for this id: create `last/{id}` under the same guard.
-                let create = zk::Op::Create {
-                    path: &last,
+            let at_floor = ops.len();
+            match known {
+                Some(version) => {
+                    ops.push(zk::Op::Check {
+                        path: &h.last_path,
+                        version,
+                    });
+                    ops.push(zk::Op::SetData {
+                        path: &h.last_path,
+                        data: &data,
+                    });
+                }
+                None => ops.push(zk::Op::Create {
+                    path: &h.last_path,
                     data: &data,
                     mode: zk::CreateMode::Persistent,
                     acl: Self::floor_acl(&h.client),
-                };
-                let before = system_now_ms();
-                h.client
-                    .multi(&[guard, create])
-                    .await
-                    .map_err(|e| failed(e, "create"))?;
-                // A create result carries no Stat: read the new node's mtime. Its write
-                // happened between `before` and this reply, so the reading holds.
-                match h.client.check_stat(&last).await {
-                    Ok(Some(stat)) => self.record_clock(stat.mtime, before, source()),
-                    Ok(None) => {}
-                    Err(e) => tracing::debug!(error = %e, path = %last, "no clock reading"),
-                }
-                Ok(())
+                }),
             }
-            Err(e) => Err(failed(e, "write")),
+            let before = system_now_ms();
+            h.floor.begin_write();
+            let failed = match h.client.multi(&ops).await {
+                Ok(results) => {
+                    let stat = match results.get(at_floor + 1) {
+                        Some(zk::OpResult::SetData(stat)) => Some(*stat),
+                        // A create result carries no Stat: read the new node's. Its write
+                        // happened between `before` and this reply, so the reading holds.
+                        _ => h.client.check_stat(&h.last_path).await.ok().flatten(),
+                    };
+                    h.floor.written(match (known, stat) {
+                        (_, Some(s)) => s.version,
+                        (Some(v), None) => v + 1,
+                        (None, None) => 0,
+                    });
+                    if let Some(s) = stat {
+                        self.record_clock(s.mtime, before, source());
+                    }
+                    if let Some(r) = next {
+                        h.pool.record = r;
+                        h.pool.version += 1;
+                        h.pool.children += u64::from(creating);
+                    }
+                    h.written = bound_ms;
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
+            h.floor.write_failed();
+            match (failed.op, failed.error) {
+                (Some(0), e) => {
+                    return Err(lost(format!("{} failed its check: {e}", h.lease_path)))
+                }
+                // The pool record changed (another holder's first floor) or `last/` is
+                // gone: read it again, and try again (or find our floor gone).
+                (Some(1), zk::ZkError::BadVersion | zk::ZkError::NoNode) if pool_data.is_some() => {
+                    if !creating {
+                        if let Ok(None) = h.client.check_stat(&h.last_path).await {
+                            return Err(lost(format!("{} was deleted", h.last_path)));
+                        }
+                    }
+                    self.pool_again(&h.client, creating).await?;
+                    h.pool = self.read_pool(&h.client).await?;
+                }
+                (Some(i), zk::ZkError::NoNode) if i == at_floor && creating => {
+                    // `last/` itself was deleted: make it again, then the floor.
+                    self.pool_again(&h.client, creating).await?;
+                    h.pool = self.read_pool(&h.client).await?;
+                }
+                (Some(i), zk::ZkError::NodeExists) if i == at_floor => {
+                    return Err(lost(format!(
+                        "{} was created by another writer",
+                        h.last_path
+                    )))
+                }
+                (Some(i), zk::ZkError::NoNode) if i == at_floor => {
+                    return Err(lost(format!("{} was deleted", h.last_path)))
+                }
+                (Some(i), zk::ZkError::BadVersion) if i == at_floor => {
+                    return Err(lost(format!(
+                        "{} was written by another writer",
+                        h.last_path
+                    )))
+                }
+                (_, e) => return Err(self.err("write", &h.last_path, e)),
+            }
         }
+        Err(Error::registry(format!(
+            "ZooKeeper {}: {last_dir} kept changing under {POOL_RETRIES} writes",
+            self.shown
+        )))
+    }
+
+    /// Makes `last/` again when a first floor finds it gone.
+    async fn pool_again(&self, client: &zk::Client, creating: bool) -> Result<()> {
+        if creating {
+            let dir = self.last_dir();
+            client
+                .mkdir_with_acl(&dir, Self::floor_acl(client))
+                .await
+                .map_err(|e| self.err("create", &dir, e))?;
+        }
+        Ok(())
     }
 
     async fn give_back(&self, lease: &Lease) -> Result<()> {
@@ -490,8 +723,7 @@ impl ZookeeperRecycleRegistry {
 impl Drop for ZookeeperRecycleRegistry {
     fn drop(&mut self) {
         if let Some(h) = self.held.get_mut().take() {
-            h.watching.store(false, Ordering::SeqCst);
-            h.watcher.abort();
+            h.stop_watching();
             // The client drops here: the session closes and ZooKeeper frees the id.
         }
     }

@@ -353,7 +353,7 @@ impl MysqlRegistry {
             .await
             .map_err(|e| self.db_err("update max_timestamp", e))?;
         if written.rows_affected() == 0 {
-            let now = self.select(&mut *tx).await.ok().flatten();
+            let now = self.select(&mut tx).await.ok().flatten();
             return Err(fence::lost(
                 lease.worker_id,
                 match now {

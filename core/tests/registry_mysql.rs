@@ -1,12 +1,18 @@
 //! The `mysql` registry (the Leaf fork's `leaf_workerid_alloc`) on a real MariaDB
 //! (`LEAFID_MYSQL_URL`): one id per ip:port, the same one back on restart, concurrent
-//! starts never share an id, the stored bound is a floor, and no id wraps.
+//! starts never share an id, the stored bound is a floor, and no id wraps; and the
+//! fencing rule (issue 20): the fork's `max_timestamp` never gets a future time, a
+//! foreign write or an operator's delete under a live holder stops it at once, and an
+//! older lease table is migrated.
+
+#[path = "support/fork_mysql.rs"]
+mod fork_mysql;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use leafid::clock::ManualClock;
-use leafid::snowflake::registry::{IssueLimit, MysqlRegistry, WorkerRegistry};
+use leafid::snowflake::registry::{IssueLimit, Lease, MysqlRegistry, WorkerRegistry};
 use leafid::snowflake::LEAF_EPOCH_MS;
 use leafid::{Error, Layout, SnowflakeGenerator};
 
@@ -258,4 +264,182 @@ fn saturated_generators_on_mysql_never_issue_a_duplicate() {
     for g in gens.iter() {
         g.close();
     }
+}
+
+/// Runs `sql` with `binds` (as strings) on the test database.
+fn exec(sql: &'static str, binds: Vec<String>) -> u64 {
+    let url = mysql_url();
+    leafid::runtime::block_on(async move {
+        use sqlx::Connection;
+        let mut c = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        let mut q = sqlx::query(sql);
+        for b in binds {
+            q = q.bind(b);
+        }
+        q.execute(&mut c).await.unwrap().rows_affected()
+    })
+}
+
+fn max_timestamp(id: u32) -> Option<i64> {
+    let url = mysql_url();
+    leafid::runtime::block_on(async move {
+        use sqlx::Connection;
+        let mut c = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        sqlx::query_scalar("SELECT max_timestamp FROM leaf_workerid_alloc WHERE id = ?")
+            .bind(id as i64)
+            .fetch_one(&mut c)
+            .await
+            .unwrap()
+    })
+}
+
+fn renew(r: &Arc<MysqlRegistry>, lease: &Lease, bound: i64) -> leafid::Result<()> {
+    let (r, lease) = (r.clone(), lease.clone());
+    leafid::runtime::block_on(async move { r.renew(&lease, bound).await })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Acquires with a limit the test can watch, opened as a generator would.
+fn acquire_watched(r: &Arc<MysqlRegistry>) -> (Lease, Arc<IssueLimit>) {
+    let limit = IssueLimit::closed();
+    let (r2, l2) = (r.clone(), limit.clone());
+    let lease =
+        leafid::runtime::block_on(async move { r2.acquire(u32::MAX >> 1, l2).await }).unwrap();
+    limit.set(i64::MAX - 1);
+    (lease, limit)
+}
+
+/// Waits (bounded) for the registry to lower `limit`; false when it never does.
+fn lowered(limit: &IssueLimit) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if limit.get() == i64::MIN {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    false
+}
+
+#[test]
+fn max_timestamp_never_gets_a_future_time_and_the_bound_stays_the_floor() {
+    let ip = unique_ip(6);
+    let r = registry(&ip, "1");
+    let lease = acquire(&r).unwrap();
+    let bound = now_ms() + 5_000;
+    renew(&r, &lease, bound).unwrap();
+    let stored = max_timestamp(lease.worker_id).unwrap();
+    assert!(
+        stored <= now_ms(),
+        "max_timestamp {stored} is in the future: a fork server reading it falls back silently"
+    );
+    // A holder that crashed with that bound: the next holder's floor is the bound, kept
+    // in leafid's own table.
+    exec(
+        "UPDATE leafid_worker_lease SET expires_at = '1970-01-02 00:00:00' WHERE worker_id = ?",
+        vec![lease.worker_id.to_string()],
+    );
+    let r2 = registry(&ip, "1");
+    let next = acquire(&r2).unwrap();
+    assert_eq!(next.worker_id, lease.worker_id);
+    assert_eq!(next.floor_ms, bound);
+    release(&r2, &next);
+}
+
+#[test]
+fn the_same_value_written_twice_is_not_a_foreign_write() {
+    // sqlx sets CLIENT_FOUND_ROWS: an UPDATE that matches but changes nothing counts 1.
+    let ip = unique_ip(7);
+    let r = registry(&ip, "1");
+    let lease = acquire(&r).unwrap();
+    let bound = now_ms() - 1_000; // foreign_timestamp keeps a past bound exactly
+    renew(&r, &lease, bound).unwrap();
+    renew(&r, &lease, bound).unwrap();
+    assert_eq!(max_timestamp(lease.worker_id), Some(bound));
+    release(&r, &lease);
+}
+
+#[test]
+fn a_foreign_write_of_max_timestamp_under_a_live_holder_stops_it_at_once() {
+    let ip = unique_ip(8);
+    let r = registry(&ip, "1");
+    let (lease, limit) = acquire_watched(&r);
+    renew(&r, &lease, now_ms() + 3_000).unwrap();
+    // What the fork's server does 1 s after its start.
+    exec(
+        "UPDATE leaf_workerid_alloc SET max_timestamp = ? WHERE id = ?",
+        vec![(now_ms() + 1).to_string(), lease.worker_id.to_string()],
+    );
+    assert!(
+        lowered(&limit),
+        "the holder never noticed the foreign write"
+    );
+    let err = renew(&r, &lease, now_ms() + 3_000).unwrap_err();
+    assert!(
+        matches!(&err, Error::LeaseLost { cause, .. } if cause.contains("fork's Java server")),
+        "{err:?}"
+    );
+    release(&r, &lease);
+    // The value is the fork's now: a newcomer watches the row (it does not change any
+    // more here, so it is taken after the watch).
+    let r2 = registry(&ip, "1");
+    let next = acquire(&r2).unwrap();
+    assert_eq!(next.worker_id, lease.worker_id);
+    release(&r2, &next);
+}
+
+#[test]
+fn lease_row_deleted_or_rewritten_under_a_holder_is_a_lost_lease_at_once() {
+    for (n, sql) in [
+        "DELETE FROM leafid_worker_lease WHERE worker_id = ?",
+        "UPDATE leafid_worker_lease SET holder = 'operator' WHERE worker_id = ?",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let ip = unique_ip(9 + n as u8);
+        let r = registry(&ip, "1");
+        let (lease, limit) = acquire_watched(&r);
+        exec(sql, vec![lease.worker_id.to_string()]);
+        assert!(lowered(&limit), "{sql}: the holder never noticed");
+        let err = renew(&r, &lease, now_ms() + 3_000).unwrap_err();
+        assert!(matches!(err, Error::LeaseLost { .. }), "{sql}: {err:?}");
+        release(&r, &lease);
+    }
+}
+
+#[test]
+fn a_lease_table_of_an_older_leafid_is_migrated() {
+    let url = fork_mysql::fresh_database(&base_url(), "leafid_migrate");
+    let u = url.clone();
+    leafid::runtime::block_on(async move {
+        use sqlx::Connection;
+        let mut c = sqlx::MySqlConnection::connect(&u).await.unwrap();
+        // The table as leafid created it before issue 20.
+        sqlx::raw_sql(
+            "CREATE TABLE `leafid_worker_lease` (`worker_id` bigint(20) NOT NULL, \
+             `ip_port` varchar(127) NOT NULL, `holder` varchar(64) NOT NULL, \
+             `holder_info` varchar(255) NOT NULL, `expires_at` datetime(3) NOT NULL, \
+             PRIMARY KEY (`worker_id`)) ENGINE=InnoDB",
+        )
+        .execute(&mut c)
+        .await
+        .unwrap();
+    });
+    let r = Arc::new(MysqlRegistry::new(&url, "10.0.0.9", "80").unwrap());
+    let lease = acquire(&r).unwrap();
+    let bound = now_ms() + 2_000;
+    renew(&r, &lease, bound).unwrap();
+    release(&r, &lease);
+    let again = acquire(&Arc::new(
+        MysqlRegistry::new(&url, "10.0.0.9", "80").unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(again.floor_ms, bound, "the bound went to the added column");
 }

@@ -99,7 +99,7 @@ async fn segment_get(
         Err(resp) => return resp,
     };
     let Some(slot) = &s.segment else {
-        return ids_body(&vec![0; count.unwrap_or(1)]); // Leaf's ZeroIDGen
+        return zero_id(count, "segment", uri.path(), browser);
     };
     let Some(gen) = slot.get() else {
         return not_connected(&s.metrics, slot, uri.path(), browser);
@@ -136,7 +136,7 @@ async fn snowflake_get(
         Err(resp) => return resp,
     };
     let Some(gen) = &s.snowflake else {
-        return ids_body(&vec![0; count.unwrap_or(1)]);
+        return zero_id(count, "snowflake", uri.path(), browser);
     };
     // As for segment ids: at call time when at hand, else waited for by the core.
     let result = gen.next_ids_async(count.unwrap_or(1)).await;
@@ -240,13 +240,30 @@ fn not_connected(metrics: &Metrics, slot: &SegmentSlot, path: &str, browser: Bro
     leaf_failure(metrics, "segment", -1, &e, path, browser)
 }
 
+/// The id request of a disabled mode. A single id is Leaf's `0` (its ZeroIDGen, HTTP
+/// 200, recorded from Java Leaf). A batch (`?count=N`, leafid's own form, with no Leaf
+/// answer to keep) is an error, never N equal zeros in a successful answer: Leaf's own
+/// answer for a disabled mode's other pages (see [`mode_disabled`]).
+fn zero_id(count: Option<usize>, mode: &str, path: &str, browser: Browser) -> Response {
+    match count {
+        None => ids_body(&[0]),
+        Some(_) => mode_disabled(mode, path, browser),
+    }
+}
+
 /// Leaf's answer on a monitor page when segment mode is off: a 500 from
 /// `IllegalArgumentException`.
 fn segment_disabled(path: &str, browser: Browser) -> Response {
+    mode_disabled("segment", path, browser)
+}
+
+/// Leaf's answer for a page of a mode that is off (`leaf.{mode}.enable=false`): a 500
+/// from `IllegalArgumentException` naming the property to set.
+fn mode_disabled(mode: &str, path: &str, browser: Browser) -> Response {
     spring_failure(
         StatusCode::INTERNAL_SERVER_ERROR,
         Some("java.lang.IllegalArgumentException"),
-        "You should config leaf.segment.enable=true first",
+        &format!("You should config leaf.{mode}.enable=true first"),
         path,
         browser,
     )

@@ -165,6 +165,37 @@ fn monitor_pages_refuse_when_segment_mode_is_off() {
     );
 }
 
+/// `?count=N` on a disabled mode is an error, not N equal zeros in a 200 (issue 20:
+/// `0 0 0 0 0`); the single id stays Leaf's `0`. The error is Leaf's own for a page
+/// of a disabled mode.
+#[test]
+fn a_batch_on_a_disabled_mode_is_an_error_not_equal_zeros() {
+    let segment_off = Server::start(&["--snowflake", "fixed:958"]);
+    let snowflake_off = Server::start(&["--url", &mysql_url()]);
+    for (server, path, mode) in [
+        (&segment_off, "/api/segment/get/anything", "segment"),
+        (&snowflake_off, "/api/snowflake/get/anything", "snowflake"),
+    ] {
+        for count in ["5", "1"] {
+            let (status, _, body) = server.get(&format!("{path}?count={count}"));
+            assert_eq!(status, 500, "{path}?count={count}: {body}");
+            let err = leaf_error(&body);
+            assert_eq!(err["exception"], "java.lang.IllegalArgumentException");
+            assert_eq!(
+                err["message"],
+                format!("You should config leaf.{mode}.enable=true first")
+            );
+            assert_eq!(err["path"], path);
+        }
+        assert_eq!(
+            server.get(path),
+            (200, "text/plain;charset=UTF-8".into(), "0".into())
+        );
+        // A bad count is still the 400 it is on an enabled mode.
+        assert_eq!(server.get(&format!("{path}?count=0")).0, 400);
+    }
+}
+
 #[test]
 fn decode_snowflake_id_renders_leafs_map() {
     let server = Server::start(&["--snowflake", "fixed:952"]);

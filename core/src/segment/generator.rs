@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 // SipHash on short keys, and the keys come from the table, not from an attacker.
 use rustc_hash::FxHashMap as HashMap;
 
+use super::high_water::HighWater;
 use super::lookup::{Answer, Ask, Lookups, Outcome};
 use super::refill::copy_error;
 use super::store::{self, validate_start, validate_step, validate_tag, SegmentStore, TagRow};
@@ -69,6 +70,9 @@ pub(super) struct Inner {
     /// Store lookups of tags missing from the cache, rate-limited per name.
     /// With the fork epoch they were made under.
     lookups: Mutex<LookupState>,
+    /// Each tag's high-water mark, kept through refresh, drop and re-create of the tag:
+    /// the one guard every segment passes (see `high_water.rs`).
+    pub(super) high_water: HighWater,
 }
 
 /// The store, and the fork epoch it was opened under.
@@ -88,8 +92,9 @@ struct TagMap {
     /// The tags `next_id(tag)` finds.
     live: HashMap<String, Entry>,
     /// Tags a refresh dropped whose buffers handles may still hold: a tag that comes
-    /// back gets the same buffer (one buffer per tag, so ids never go backwards), and
-    /// `close()` ends them too.
+    /// back gets the same buffer (one buffer per tag), and `close()` ends them too. A
+    /// buffer nobody holds is forgotten; the tag's high-water mark is not
+    /// ([`Inner::high_water`]), so ids never go backwards either way.
     dropped: HashMap<String, Weak<TagBuffer>>,
 }
 
@@ -172,6 +177,7 @@ impl SegmentGenerator {
             epoch: AtomicU64::new(epoch),
             refresher: Mutex::new(None),
             lookups: Mutex::new(LookupState::new(epoch)),
+            high_water: HighWater::default(),
         });
         let weak: Weak<Inner> = Arc::downgrade(&inner);
         runtime::register_fork_lock(1, weak);
@@ -605,7 +611,9 @@ impl runtime::ForkLock for Inner {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let lookups = self.lookups.lock().unwrap_or_else(PoisonError::into_inner);
-        Box::new((store, refresher, lookups))
+        // Taken by refills under a tag's lock (rank 0), never with the three above.
+        let marks = self.high_water.lock();
+        Box::new((store, refresher, lookups, marks))
     }
 }
 

@@ -14,6 +14,13 @@
 //! and a tag missing from the cache is looked up in the store (at most once a second per
 //! name) before `TagNotFound`.
 //!
+//! Ids never go backwards in one generator: every segment loaded must start at or
+//! above the tag's high-water mark (the end of the highest segment of that tag this
+//! generator loaded), kept for the generator's life through refresh, drop and
+//! re-create of the tag ([`MAX_MARKS`] tags at most). A row lowered, deleted and
+//! re-created lower, or restored from a backup is refused with `Malformed` until it is
+//! above the mark again.
+//!
 //! ```
 //! # fn main() -> leafid::Result<()> {
 //! use leafid::{SegmentGenerator, SegmentOptions};
@@ -32,6 +39,7 @@
 mod atomics;
 mod buffer;
 mod generator;
+mod high_water;
 mod lookup;
 mod refill;
 pub mod step;
@@ -44,6 +52,7 @@ use std::time::Duration;
 use crate::clock::{self, Clock};
 
 pub use generator::{SegmentGenerator, TagHandle};
+pub use high_water::MAX_MARKS;
 pub use store::{Allocation, SegmentStore, TagRow};
 
 /// How a [`SegmentGenerator`] behaves. `Default` gives Leaf's values.

@@ -74,24 +74,14 @@ pub(super) async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
         return;
     }
     // A `js_safe` tag never hands out 2^53 or above: the segment is cut at the limit,
-    // and one that starts there is refused for good.
-    let high = st.high;
+    // and one that starts there is refused for good. Before it, the one guard every
+    // segment passes: never below one this generator loaded for the tag (`high_water.rs`).
     let result = result.and_then(|(alloc, step)| {
         let start = alloc.max_id - step;
-        if start < high.max(0) {
-            return Err(Error::Malformed {
-                what: "leaf_alloc row",
-                path: format!("biz_tag {:?}", buf.tag),
-                reason: format!(
-                    "the new segment starts at {start}, below {} (the end of a segment this \
-                     generator already loaded, or 0): the row was lowered, deleted and \
-                     recreated, or restored from a backup, and its ids would repeat; set \
-                     max_id to at least {} and create a new generator",
-                    high.max(0),
-                    high.max(0) + step
-                ),
-            });
-        }
+        // Checked first, as before the marks: a lowered row is that, not a js_safe end.
+        // (A segment refused below raises the mark anyway: the store handed those ids
+        // out and will not again, so a higher mark refuses nothing it should accept.)
+        inner.high_water.admit(&buf.tag, start, alloc.max_id, step)?;
         if inner.opts.js_safe && start >= super::JS_SAFE_LIMIT {
             return Err(Error::InvalidConfig(format!(
                 "tag {:?} reached 2^53 ({}), the largest id a JavaScript number holds exactly, and this \
@@ -108,7 +98,6 @@ pub(super) async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
                 st.update_ts = now;
             }
             st.initialized = true;
-            st.high = alloc.max_id;
             st.step = step;
             st.min_step = alloc.step;
             let mut len = step as u64;

@@ -63,10 +63,6 @@ pub(super) struct SlowState {
     /// anyway instead of a counter it would have to bump.
     pub(super) spent: u64,
     pub(super) closed: bool,
-    /// The end (exclusive) of the last segment loaded, 0 before the first: a later
-    /// segment must start at or above it (the row is read from the database; a lowered,
-    /// deleted-and-recreated or restored row would hand out ids already issued).
-    pub(super) high: i64,
     /// Wakes async waiters on every change, as `changed` wakes blocking ones. Under the
     /// lock so a forked child can swap it for a fresh one: the parent's waiters (tasks
     /// of a runtime the child does not have) must never be woken there.

@@ -61,6 +61,10 @@ const REACQUIRE_LAST_RETRY: Duration = Duration::from_secs(1);
 /// no caller and no close waits on one forever.
 const REGISTRY_CALL_LIMIT: Duration = Duration::from_secs(10);
 
+/// `Core::rebuilding` when no caller of any process is re-acquiring a worker id. Fork
+/// epochs count forks from 0 and never reach it.
+const NO_REBUILD: u64 = u64::MAX;
+
 /// `fut` (a registry call named `what`), failed with `RegistryUnavailable` after
 /// [`REGISTRY_CALL_LIMIT`].
 async fn bounded<T>(what: &str, fut: impl std::future::Future<Output = Result<T>>) -> Result<T> {
@@ -475,7 +479,11 @@ struct Core {
     /// The fork epoch the current session was acquired under (`word`'s atomics: the
     /// gate reads it).
     epoch: word::AtomicU64,
-    rebuilding: AtomicBool,
+    /// The fork epoch of the process whose caller is re-acquiring a worker id after a
+    /// fork, or [`NO_REBUILD`]. An epoch, not a flag: a process forked while its parent
+    /// was itself re-acquiring (nested pools) inherits the parent's claim with no thread
+    /// to clear it, and must not count it as its own (see `slow.rs`).
+    rebuilding: std::sync::atomic::AtomicU64,
     closed: word::AtomicBool,
     /// The current session, an `Arc` turned into a raw pointer. A replaced session is
     /// leaked, never freed, so a pointer read while the core lives stays valid.
@@ -517,7 +525,7 @@ impl Core {
             limit: IssueLimit::closed(),
             worker: AtomicU32::new(0),
             epoch: word::AtomicU64::new(runtime::fork_epoch()),
-            rebuilding: AtomicBool::new(false),
+            rebuilding: std::sync::atomic::AtomicU64::new(NO_REBUILD),
             closed: word::AtomicBool::new(false),
             session: AtomicPtr::new(std::ptr::null_mut()),
             retry_after: AtomicI64::new(i64::MIN),

@@ -318,7 +318,7 @@ impl Core {
         if !self.claim_rebuild() {
             for _ in 0..60_000 {
                 std::thread::sleep(Duration::from_millis(1));
-                if !self.rebuilding.load(Ordering::Acquire) {
+                if !self.rebuild_claimed_here() {
                     return Ok(()); // the winner's result shows on the retry
                 }
             }
@@ -328,7 +328,7 @@ impl Core {
         }
         let core = self.clone();
         let result = runtime::block_on(async move { core.rebuild_after_fork().await });
-        self.rebuilding.store(false, Ordering::Release);
+        self.end_rebuild();
         result
     }
 
@@ -352,7 +352,7 @@ impl Core {
             if let Err(e) = core.rebuild_after_fork().await {
                 tracing::warn!(error = %e, "cannot acquire a worker id after fork()");
             }
-            core.rebuilding.store(false, Ordering::Release);
+            core.end_rebuild();
         });
     }
 
@@ -377,12 +377,45 @@ impl Core {
         )
     }
 
-    /// Claims the child's re-acquire; false when another caller has it.
+    /// Claims the child's re-acquire; false when another caller of this process has
+    /// it. A claim of another process (an ancestor forked us while it re-acquired:
+    /// nested pools) does not count: no thread here will ever clear it.
     fn claim_rebuild(&self) -> bool {
-        // Acquire/Release on the claim: the waiter that sees it cleared sees the new session.
-        self.rebuilding
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        let mine = runtime::fork_epoch();
+        let mut seen = self.rebuilding.load(Ordering::Relaxed);
+        loop {
+            if seen == mine {
+                return false;
+            }
+            // Acquire/Release on the claim: the waiter that sees it cleared sees the new
+            // session.
+            match self.rebuilding.compare_exchange_weak(
+                seen,
+                mine,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => seen = now,
+            }
+        }
+    }
+
+    /// Whether a caller of this process holds the re-acquire claim.
+    fn rebuild_claimed_here(&self) -> bool {
+        self.rebuilding.load(Ordering::Acquire) == runtime::fork_epoch()
+    }
+
+    /// Clears this process's claim (and nobody else's: a process forked meanwhile made
+    /// its own claim in its own memory, and a claim is never taken from another caller
+    /// of this process).
+    fn end_rebuild(&self) {
+        let _ = self.rebuilding.compare_exchange(
+            runtime::fork_epoch(),
+            super::NO_REBUILD,
+            Ordering::Release,
+            Ordering::Relaxed,
+        );
     }
 
     /// Takes a worker id of the child's own (the claim held). Runs on the runtime.

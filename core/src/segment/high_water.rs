@@ -89,9 +89,12 @@ fn below(tag: &str, start: i64, high: i64, step: i64) -> Error {
         reason: format!(
             "the new segment starts at {start}, below {high} (the end of a segment this \
              generator already loaded, or 0): the row was lowered, deleted and \
-             recreated, or restored from a backup, and its ids would repeat; set \
-             max_id to at least {} and create a new generator",
-            high.saturating_add(step)
+             recreated, or restored from a backup, and its ids would repeat; raise it \
+             (UPDATE leaf_alloc SET max_id = {} WHERE biz_tag = '{}'): this generator \
+             resumes by itself once the row is above its mark, and keeps the mark for its life",
+            high.saturating_add(step),
+            // Quoted as an SQL string literal, so the statement can be pasted.
+            tag.replace('\'', "''")
         ),
     }
 }

@@ -99,6 +99,8 @@ pub struct Spawn {
     pub as_nobody: bool,
     /// Extra environment (libfaketime).
     pub env: Vec<(String, String)>,
+    /// The cache directory (else one of its own, beside its id file).
+    pub cache: Option<PathBuf>,
 }
 
 impl Spawn {
@@ -149,7 +151,10 @@ pub fn spawn(label: &str, dir: &Path, how: Spawn) -> Worker {
         Command::new(&exe)
     };
     let out = dir.join(format!("{label}.ids"));
-    let cache = dir.join(format!("{label}.cache"));
+    let cache = how
+        .cache
+        .clone()
+        .unwrap_or_else(|| dir.join(format!("{label}.cache")));
     cmd.args(["--ignored", "--exact", "adversary_worker", "--nocapture"])
         .args(["--test-threads=1"])
         .env(worker::URL, &how.url)

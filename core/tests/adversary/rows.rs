@@ -152,7 +152,9 @@ fn faketime(offset: &str) -> Option<Vec<(String, String)>> {
 
 /// A holder whose clock runs 3 s ahead issues and closes; then one with the right
 /// clock and one 3 s behind take the identity (the second through another path).
-/// Within the registries' skew check (5 s), so the floors must do the work.
+/// Within the registries' skew check (5 s), so the floors must do the work. One cache
+/// directory for all (one host's restarts with its clock stepped): the clock is the
+/// only adversary here.
 pub fn clock_skewed(reg: &dyn Registry) {
     let t = reg.target("skew");
     let mut tally = Tally::new(reg, "clock skewed +3 s then -3 s");
@@ -162,12 +164,14 @@ pub fn clock_skewed(reg: &dyn Registry) {
         return;
     };
     let dir = open_dir();
+    let cache = Some(dir.path().join("cache"));
     let alias = t.proxy();
     let mut a = spawn(
         "ahead",
         dir.path(),
         Spawn {
             env: ahead,
+            cache: cache.clone(),
             ..Spawn::url(&t.url)
         },
     );
@@ -175,13 +179,18 @@ pub fn clock_skewed(reg: &dyn Registry) {
     pause(2.0);
     tally.stop(a);
     let url = alias.as_ref().and_then(|p| t.via(p)).unwrap_or(t.url.clone());
+    let right = Spawn {
+        cache: cache.clone(),
+        ..Spawn::url(&t.url)
+    };
     let mut ws = vec![
-        spawn("right", dir.path(), Spawn::url(&t.url)),
+        spawn("right", dir.path(), right),
         spawn(
             "behind",
             dir.path(),
             Spawn {
                 env: behind,
+                cache,
                 ..Spawn::url(&url)
             },
         ),

@@ -14,6 +14,8 @@
 //! - [`rows`]: the rows every registry runs (N processes of one config; other working
 //!   directories and users; a holder frozen past its lease; the registry cut off; the
 //!   clock skewed; records tampered with under a live holder);
+//! - [`foreign`]: a foreign writer's simulator (Java Leaf, the fork) started just
+//!   before, just after and racing a leafid of the same identity;
 //! - one module per registry ([`fixed`], [`local`], [`zookeeper`], [`zookeeper_recycle`],
 //!   [`mysql`]): how to make a fresh config for it, its own adversaries (foreign writers,
 //!   its records deleted or rewritten), and one `#[test]` per row.
@@ -26,7 +28,14 @@
 #[path = "../support/delay_proxy.rs"]
 #[allow(dead_code)]
 mod delay_proxy;
+#[path = "../support/fork_mysql.rs"]
+mod fork_mysql;
+#[path = "../support/fork_recycle.rs"]
+mod fork_recycle;
+#[path = "../support/java_leaf.rs"]
+mod java_leaf;
 
+mod foreign;
 mod harness;
 mod rows;
 mod worker;

@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use crate::harness::{unique, Registry, Spawn, Target};
+use crate::foreign::{foreign_rows, When};
+use crate::harness::{open_dir, unique, Registry, Spawn, Target};
 use crate::rows::{matrix_rows, tampered};
 
 /// The `mysql` row set.
@@ -78,6 +79,25 @@ pub fn url_of(db: &str, port: &str) -> String {
 }
 
 matrix_rows!(Mysql);
+foreign_rows!(fork_row);
+
+/// The fork's `SnowflakeMySQLHolder` on the identity a leafid uses (issue 20 #2).
+fn fork_row(when: When) {
+    let t = Mysql.target(&format!("fork{when:?}").to_lowercase());
+    let mut db = base();
+    db.set_path(&t.name);
+    let db = db.to_string();
+    let conf = open_dir();
+    crate::foreign::row(&Mysql, "fork mysql server", when, &t, (1, true), move || {
+        let mut f = crate::fork_mysql::ForkServer::start(&db, "127.0.0.1", "8080", conf.path())?;
+        Ok(Box::new(move || {
+            f.stop();
+            drop(conf);
+            let what = format!("worker {}, {:?}", f.worker_id(), f.path());
+            (what, f.ids())
+        }))
+    });
+}
 
 /// The holder's row renamed to another identity (an operator "moving" a worker id):
 /// that identity's newcomer finds the holder's id.

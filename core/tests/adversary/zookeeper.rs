@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use crate::harness::{unique, Registry, Spawn, Target};
+use crate::foreign::{foreign_rows, When};
+use crate::harness::{open_dir, unique, Registry, Spawn, Target};
 use crate::rows::{matrix_rows, tampered};
 
 /// The `zookeeper` row set.
@@ -49,6 +50,24 @@ pub fn url_of(connect: &str, name: &str, port: &str) -> String {
 }
 
 matrix_rows!(Zookeeper);
+foreign_rows!(java_row);
+
+/// Java Leaf's `SnowflakeZookeeperHolder` on the identity a leafid uses (issue 20 #3,
+/// #8): a rolling replacement where the Java server and leafid start within a second.
+fn java_row(when: When) {
+    let t = Zookeeper.target(&format!("java{when:?}").to_lowercase());
+    let (name, tmp) = (t.name.clone(), open_dir());
+    crate::foreign::row(&Zookeeper, "java leaf server", when, &t, (1, true), move || {
+        let (ip, port) = IP_PORT;
+        let j = crate::java_leaf::JavaLeaf::start(&zk(), &name, ip, port, tmp.path())?;
+        Ok(Box::new(move || {
+            let what = format!("worker {}, silent {}", j.worker_id(), j.silent());
+            let ids = j.stop();
+            drop(tmp);
+            (what, ids)
+        }))
+    });
+}
 
 /// ZooKeeper as an operator with `zkCli` uses it: an independent client.
 pub mod admin {

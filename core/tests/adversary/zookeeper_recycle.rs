@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use crate::foreign::{foreign_rows, When};
+use crate::fork_recycle::{ForkConfig, ForkServer};
 use crate::harness::{unique, Registry, Spawn, Start, Target};
 use crate::rows::{matrix_rows, tampered};
 use crate::zookeeper::{admin, zk};
@@ -34,6 +36,25 @@ impl Registry for Recycle {
 }
 
 matrix_rows!(Recycle);
+foreign_rows!(fork_row);
+
+/// The fork's `zk_recycle` server (`RecyclableZookeeperHolder`) on the same name (issue
+/// 20 #6), with a pool of two ids (`maxWorkId` 1) so that its pick lands where a
+/// fleet's hundreds of starts would have cycled it: on the ids leafid hands out first.
+fn fork_row(when: When) {
+    let t = Recycle.target(&format!("fork{when:?}").to_lowercase());
+    let cfg = ForkConfig {
+        max_work_id: 1,
+        ..ForkConfig::new(&zk(), &t.name)
+    };
+    crate::foreign::row(&Recycle, "fork zk_recycle server", when, &t, (2, false), move || {
+        let mut f = ForkServer::start(&cfg)?;
+        Ok(Box::new(move || {
+            f.stop();
+            (format!("worker {}", f.worker_id()), f.ids().to_vec())
+        }))
+    });
+}
 
 fn recycle(t: &Target) -> String {
     format!("/snowflake/{}/recycle", t.name)

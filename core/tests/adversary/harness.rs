@@ -66,7 +66,11 @@ pub fn unique(row: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    format!("adv_{row}_{}_{}", std::process::id(), nanos % 1_000_000_000_000)
+    format!(
+        "adv_{row}_{}_{}",
+        std::process::id(),
+        nanos % 1_000_000_000_000
+    )
 }
 
 /// A temporary directory every user may write (workers may run as `nobody`).
@@ -227,12 +231,18 @@ impl Worker {
         unsafe { libc::kill(self.child.id() as i32, sig) };
     }
 
-    /// Stops it (SIGCONT first, in case it is frozen), waits for its exit (SIGKILL after
-    /// 20 s) and returns every id it issued, in issue order.
-    pub fn stop(mut self) -> (String, Vec<i64>, String) {
+    /// Tells it to stop (SIGCONT first, in case it is frozen; then its stdin closes),
+    /// without waiting.
+    pub fn begin_stop(&mut self) {
         self.started();
         self.signal(libc::SIGCONT);
         drop(self.child.stdin.take());
+    }
+
+    /// Stops it, waits for its exit (SIGKILL after 20 s) and returns every id it
+    /// issued, in issue order.
+    pub fn stop(mut self) -> (String, Vec<i64>, String) {
+        self.begin_stop();
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -241,11 +251,13 @@ impl Worker {
             if Instant::now() > deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
+                self.done = "killed after 20 s".into();
                 break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        while let Ok(line) = self.lines.try_recv() {
+        // The reader thread ends with the pipe; what it forwarded is all there is.
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(2)) {
             if let Some(d) = line.strip_prefix("done ") {
                 self.done = d.to_string();
             }
@@ -329,8 +341,9 @@ impl Tally {
         self.add(&format!("{label} ({how})"), &ids);
     }
 
-    /// Stops every worker and counts their ids.
-    pub fn stop_all(&mut self, ws: Vec<Worker>) {
+    /// Stops every worker (all told at once) and counts their ids.
+    pub fn stop_all(&mut self, mut ws: Vec<Worker>) {
+        ws.iter_mut().for_each(Worker::begin_stop);
         for w in ws {
             self.stop(w);
         }

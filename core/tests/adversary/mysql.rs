@@ -34,8 +34,33 @@ pub fn exec(db: &str, sql: &str) {
     leafid::runtime::block_on(async move {
         use sqlx::Connection;
         let mut c = sqlx::MySqlConnection::connect(&url).await.expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("sql");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .expect("sql");
     });
+}
+
+/// Drops the databases that earlier runs killed before their rows ended left behind
+/// (`adv_{row}_{pid}_{nanos}` of a pid that is gone).
+fn sweep() {
+    let mut url = base();
+    url.set_path("");
+    let url = url.to_string();
+    let names: Vec<String> = leafid::runtime::block_on(async move {
+        use sqlx::Connection;
+        let mut c = sqlx::MySqlConnection::connect(&url).await.expect("connect");
+        sqlx::query_scalar("SHOW DATABASES LIKE 'adv\\_%'")
+            .fetch_all(&mut c)
+            .await
+            .unwrap_or_default()
+    });
+    for name in names {
+        let pid = name.rsplit('_').nth(1).unwrap_or("");
+        if pid.parse::<u32>().is_ok() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            exec("", &format!("DROP DATABASE IF EXISTS `{name}`"));
+        }
+    }
 }
 
 /// Drops its database when the row ends.
@@ -53,6 +78,8 @@ impl Registry for Mysql {
     }
 
     fn target(&self, row: &str) -> Target {
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(sweep);
         let name = unique(row);
         exec("", &format!("CREATE DATABASE `{name}`"));
         Target {
@@ -88,15 +115,23 @@ fn fork_row(when: When) {
     db.set_path(&t.name);
     let db = db.to_string();
     let conf = open_dir();
-    crate::foreign::row(&Mysql, "fork mysql server", when, &t, (1, true), move || {
-        let mut f = crate::fork_mysql::ForkServer::start(&db, "127.0.0.1", "8080", conf.path())?;
-        Ok(Box::new(move || {
-            f.stop();
-            drop(conf);
-            let what = format!("worker {}, {:?}", f.worker_id(), f.path());
-            (what, f.ids())
-        }))
-    });
+    crate::foreign::row(
+        &Mysql,
+        "fork mysql server",
+        when,
+        &t,
+        (1, true),
+        move || {
+            let mut f =
+                crate::fork_mysql::ForkServer::start(&db, "127.0.0.1", "8080", conf.path())?;
+            Ok(Box::new(move || {
+                f.stop();
+                drop(conf);
+                let what = format!("worker {}, {:?}", f.worker_id(), f.path());
+                (what, f.ids())
+            }))
+        },
+    );
 }
 
 /// The holder's row renamed to another identity (an operator "moving" a worker id):
@@ -139,11 +174,16 @@ fn rows_deleted_under_a_live_holder() {
 fn floor_rewritten_under_a_live_holder() {
     let t = Mysql.target("floor");
     let alias = t.proxy().unwrap();
-    tampered(&Mysql, "max_timestamp rewritten + lease deleted", &t, |_| {
-        exec(
-            &t.name,
-            "UPDATE leaf_workerid_alloc SET max_timestamp = 0; DELETE FROM leafid_worker_lease",
-        );
-        vec![Spawn::url(&t.via(&alias).unwrap())]
-    });
+    tampered(
+        &Mysql,
+        "max_timestamp rewritten + lease deleted",
+        &t,
+        |_| {
+            exec(
+                &t.name,
+                "UPDATE leaf_workerid_alloc SET max_timestamp = 0; DELETE FROM leafid_worker_lease",
+            );
+            vec![Spawn::url(&t.via(&alias).unwrap())]
+        },
+    );
 }

@@ -99,7 +99,10 @@ pub fn frozen(reg: &dyn Registry) {
     let frozen = reg.lease_life().unwrap_or(Duration::from_secs(2));
     tally.note(format!("frozen {} s", frozen.as_secs()));
     std::thread::sleep(frozen);
-    let url = alias.as_ref().and_then(|p| t.via(p)).unwrap_or(t.url.clone());
+    let url = alias
+        .as_ref()
+        .and_then(|p| t.via(p))
+        .unwrap_or(t.url.clone());
     let mut b = spawn("newcomer", dir.path(), Spawn::url(&url));
     b.started();
     pause(2.0);
@@ -178,7 +181,10 @@ pub fn clock_skewed(reg: &dyn Registry) {
     a.started();
     pause(2.0);
     tally.stop(a);
-    let url = alias.as_ref().and_then(|p| t.via(p)).unwrap_or(t.url.clone());
+    let url = alias
+        .as_ref()
+        .and_then(|p| t.via(p))
+        .unwrap_or(t.url.clone());
     let right = Spawn {
         cache: cache.clone(),
         ..Spawn::url(&t.url)

@@ -43,10 +43,7 @@ impl Registry for Zookeeper {
 
 /// The URL of leaf name `name` with identity 127.0.0.1:`port`.
 pub fn url_of(connect: &str, name: &str, port: &str) -> String {
-    format!(
-        "zookeeper://{connect}/{name}?port={port}&ip={}",
-        IP_PORT.0
-    )
+    format!("zookeeper://{connect}/{name}?port={port}&ip={}", IP_PORT.0)
 }
 
 matrix_rows!(Zookeeper);
@@ -57,16 +54,23 @@ foreign_rows!(java_row);
 fn java_row(when: When) {
     let t = Zookeeper.target(&format!("java{when:?}").to_lowercase());
     let (name, tmp) = (t.name.clone(), open_dir());
-    crate::foreign::row(&Zookeeper, "java leaf server", when, &t, (1, true), move || {
-        let (ip, port) = IP_PORT;
-        let j = crate::java_leaf::JavaLeaf::start(&zk(), &name, ip, port, tmp.path())?;
-        Ok(Box::new(move || {
-            let what = format!("worker {}, silent {}", j.worker_id(), j.silent());
-            let ids = j.stop();
-            drop(tmp);
-            (what, ids)
-        }))
-    });
+    crate::foreign::row(
+        &Zookeeper,
+        "java leaf server",
+        when,
+        &t,
+        (1, true),
+        move || {
+            let (ip, port) = IP_PORT;
+            let j = crate::java_leaf::JavaLeaf::start(&zk(), &name, ip, port, tmp.path())?;
+            Ok(Box::new(move || {
+                let what = format!("worker {}, silent {}", j.worker_id(), j.silent());
+                let ids = j.stop();
+                drop(tmp);
+                (what, ids)
+            }))
+        },
+    );
 }
 
 /// ZooKeeper as an operator with `zkCli` uses it: an independent client.
@@ -176,12 +180,20 @@ fn whole_tree_deleted_under_a_live_holder() {
 fn forever_node_rewritten_under_a_live_holder() {
     let t = Zookeeper.target("rewrite");
     let alias = t.proxy().unwrap();
-    tampered(&Zookeeper, "forever node rewritten under holder", &t, |_| {
-        if let Some(node) = holder_node(&t.name) {
-            let (ip, port) = IP_PORT;
-            let data = format!(r#"{{"ip":"{ip}","port":"{port}","timestamp":{}}}"#, now_ms() - 20_000);
-            admin::set(&node, &data);
-        }
-        vec![Spawn::url(&t.via(&alias).unwrap())]
-    });
+    tampered(
+        &Zookeeper,
+        "forever node rewritten under holder",
+        &t,
+        |_| {
+            if let Some(node) = holder_node(&t.name) {
+                let (ip, port) = IP_PORT;
+                let data = format!(
+                    r#"{{"ip":"{ip}","port":"{port}","timestamp":{}}}"#,
+                    now_ms() - 20_000
+                );
+                admin::set(&node, &data);
+            }
+            vec![Spawn::url(&t.via(&alias).unwrap())]
+        },
+    );
 }

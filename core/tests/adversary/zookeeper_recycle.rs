@@ -47,13 +47,20 @@ fn fork_row(when: When) {
         max_work_id: 1,
         ..ForkConfig::new(&zk(), &t.name)
     };
-    crate::foreign::row(&Recycle, "fork zk_recycle server", when, &t, (2, false), move || {
-        let mut f = ForkServer::start(&cfg)?;
-        Ok(Box::new(move || {
-            f.stop();
-            (format!("worker {}", f.worker_id()), f.ids().to_vec())
-        }))
-    });
+    crate::foreign::row(
+        &Recycle,
+        "fork zk_recycle server",
+        when,
+        &t,
+        (2, false),
+        move || {
+            let mut f = ForkServer::start(&cfg)?;
+            Ok(Box::new(move || {
+                f.stop();
+                (format!("worker {}", f.worker_id()), f.ids().to_vec())
+            }))
+        },
+    );
 }
 
 fn recycle(t: &Target) -> String {

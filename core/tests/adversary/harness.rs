@@ -299,6 +299,8 @@ pub struct Tally {
     not_increasing: Vec<String>,
     notes: Vec<String>,
     refused: usize,
+    /// `label: CODE` of each refused worker.
+    refusals: Vec<String>,
     live: usize,
     /// Foreign writers' ids as sorted runs of consecutive ids (first, last), with their
     /// source: a simulator issues millions a second, too many for the map.
@@ -320,6 +322,7 @@ impl Tally {
             not_increasing: Vec::new(),
             notes: Vec::new(),
             refused: 0,
+            refusals: Vec::new(),
             live: 0,
             foreign_runs: Vec::new(),
         }
@@ -333,8 +336,10 @@ impl Tally {
     /// Stops `w` and counts its ids.
     pub fn stop(&mut self, w: Worker) {
         let (label, ids, how) = w.stop();
-        if how.starts_with("refused") {
+        if let Some(code) = how.strip_prefix("refused ") {
             self.refused += 1;
+            let code = code.split(';').next().unwrap_or("?");
+            self.refusals.push(format!("{label}: {code}"));
         } else {
             self.live += 1;
         }
@@ -424,6 +429,9 @@ impl Tally {
                 format!(" ({})", self.notes.join("; "))
             }
         ));
+        if !self.refusals.is_empty() {
+            say(&format!("    refused: {}", self.refusals.join(", ")));
+        }
         let mut detail = Vec::new();
         let mut by: Vec<_> = self.dup_by.iter().collect();
         by.sort_by(|a, b| b.1.cmp(a.1));

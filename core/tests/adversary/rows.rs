@@ -26,6 +26,10 @@ macro_rules! matrix_rows {
             crate::rows::cut_off(&$reg)
         }
         #[test]
+        fn registry_silent_then_back() {
+            crate::rows::silent(&$reg)
+        }
+        #[test]
         fn clock_skewed() {
             crate::rows::clock_skewed(&$reg)
         }
@@ -138,6 +142,32 @@ pub fn cut_off(reg: &dyn Registry) {
     tally.finish();
 }
 
+/// The holder's only way to the registry goes silent (connections stay open, nothing
+/// passes: a partition, not a refusal) for its lease's life; a newcomer on another path
+/// takes the identity; then what was held back passes on, late.
+pub fn silent(reg: &dyn Registry) {
+    let t = reg.target("silent");
+    let mut tally = Tally::new(reg, "registry silent past lease, back");
+    let Some(proxy) = t.proxy() else {
+        tally.note("not applicable: no service");
+        tally.finish();
+        return;
+    };
+    let dir = open_dir();
+    let mut a = spawn("holder", dir.path(), Spawn::url(&t.via(&proxy).unwrap()));
+    a.started();
+    pause(1.0);
+    proxy.set_blackhole(true);
+    std::thread::sleep(reg.lease_life().unwrap_or(Duration::from_secs(2)));
+    let mut b = spawn("newcomer", dir.path(), Spawn::url(&t.url));
+    b.started();
+    pause(2.0);
+    proxy.set_blackhole(false);
+    pause(3.0);
+    tally.stop_all(vec![a, b]);
+    tally.finish();
+}
+
 /// libfaketime, when installed (Debian's `faketime`): the wall clock moved by
 /// `offset` in seconds (`+3`), the monotonic clock left alone.
 fn faketime(offset: &str) -> Option<Vec<(String, String)>> {
@@ -155,13 +185,16 @@ fn faketime(offset: &str) -> Option<Vec<(String, String)>> {
 
 /// A holder whose clock runs 3 s ahead issues and closes; then one with the right
 /// clock and one 3 s behind take the identity (the second through another path).
-/// Within the registries' skew check (5 s), so the floors must do the work. One cache
-/// directory for all (one host's restarts with its clock stepped): the clock is the
-/// only adversary here.
+/// Within the registries' skew check (5 s), so the floors must do the work. Beside them
+/// one 30 s ahead (through a third path), which the registries with a clock must
+/// refuse. One cache directory for the first three (one host's restarts with its clock
+/// stepped): the clock is the only adversary here.
 pub fn clock_skewed(reg: &dyn Registry) {
     let t = reg.target("skew");
-    let mut tally = Tally::new(reg, "clock skewed +3 s then -3 s");
-    let (Some(ahead), Some(behind)) = (faketime("+3"), faketime("-3")) else {
+    let mut tally = Tally::new(reg, "clock skewed +3 s, then -3 s and +30 s");
+    let (Some(ahead), Some(behind), Some(far)) =
+        (faketime("+3"), faketime("-3"), faketime("+30"))
+    else {
         tally.note("not run: libfaketime is not installed (apt-get install faketime)");
         tally.finish();
         return;
@@ -201,6 +234,16 @@ pub fn clock_skewed(reg: &dyn Registry) {
             },
         ),
     ];
+    let far_proxy = t.proxy();
+    let far_url = far_proxy.as_ref().and_then(|p| t.via(p)).unwrap_or(t.url.clone());
+    ws.push(spawn(
+        "far",
+        dir.path(),
+        Spawn {
+            env: far,
+            ..Spawn::url(&far_url)
+        },
+    ));
     all_started(&mut ws);
     pause(3.0);
     tally.stop_all(ws);

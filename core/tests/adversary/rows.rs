@@ -192,8 +192,7 @@ fn faketime(offset: &str) -> Option<Vec<(String, String)>> {
 pub fn clock_skewed(reg: &dyn Registry) {
     let t = reg.target("skew");
     let mut tally = Tally::new(reg, "clock skewed +3 s, then -3 s and +30 s");
-    let (Some(ahead), Some(behind), Some(far)) =
-        (faketime("+3"), faketime("-3"), faketime("+30"))
+    let (Some(ahead), Some(behind), Some(far)) = (faketime("+3"), faketime("-3"), faketime("+30"))
     else {
         tally.note("not run: libfaketime is not installed (apt-get install faketime)");
         tally.finish();
@@ -235,7 +234,10 @@ pub fn clock_skewed(reg: &dyn Registry) {
         ),
     ];
     let far_proxy = t.proxy();
-    let far_url = far_proxy.as_ref().and_then(|p| t.via(p)).unwrap_or(t.url.clone());
+    let far_url = far_proxy
+        .as_ref()
+        .and_then(|p| t.via(p))
+        .unwrap_or(t.url.clone());
     ws.push(spawn(
         "far",
         dir.path(),

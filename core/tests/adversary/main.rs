@@ -10,7 +10,7 @@
 //! past the test harness's capture), duplicates decoded to their worker id.
 //!
 //! Map:
-//! - [`harness`]: worker processes, their ids, the tally;
+//! - [`harness`]: worker processes and their ids; [`tally`]: the count and the report;
 //! - [`rows`]: the rows every registry runs (N processes of one config; other working
 //!   directories and users; a holder frozen past its lease; the registry cut off; the
 //!   clock skewed; records tampered with under a live holder);
@@ -42,6 +42,7 @@ mod java_leaf;
 mod foreign;
 mod harness;
 mod rows;
+mod tally;
 mod worker;
 
 mod fixed;

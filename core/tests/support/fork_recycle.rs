@@ -110,9 +110,7 @@ fn endpoint(work_id: u32, ip: Option<&str>, port: Option<&str>, ts: Option<i64>)
     .into_bytes()
 }
 
-fn on_runtime<T: Send + 'static>(
-    f: impl std::future::Future<Output = T> + Send + 'static,
-) -> T {
+fn on_runtime<T: Send + 'static>(f: impl std::future::Future<Output = T> + Send + 'static) -> T {
     leafid::runtime::block_on(f)
 }
 
@@ -322,7 +320,7 @@ fn issue(worker_id: u32, stop: &AtomicBool) -> Vec<i64> {
     let mut n: u32 = 0;
     loop {
         n = n.wrapping_add(1);
-        if n % 1024 == 0 && stop.load(Ordering::Relaxed) {
+        if n.is_multiple_of(1024) && stop.load(Ordering::Relaxed) {
             return ids;
         }
         let mut ts = now_ms();
@@ -349,6 +347,10 @@ fn issue(worker_id: u32, stop: &AtomicBool) -> Vec<i64> {
             seq = fastrand::i64(0..100);
         }
         last = ts;
-        ids.push(((ts - TWEPOCH) << (WORKER_BITS + SEQUENCE_BITS)) | ((worker_id as i64) << SEQUENCE_BITS) | seq);
+        ids.push(
+            ((ts - TWEPOCH) << (WORKER_BITS + SEQUENCE_BITS))
+                | ((worker_id as i64) << SEQUENCE_BITS)
+                | seq,
+        );
     }
 }

@@ -211,12 +211,13 @@ impl JavaLeaf {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 let mut last_update = 0i64;
                 while !stop.load(Ordering::Acquire) {
-                    if now_ms() >= last_update {
-                        if c.set_data(&node, &endpoint(&ip, &port), None).await.is_ok() {
-                            last_update = now_ms();
-                            first.lock().unwrap().get_or_insert(last_update);
-                            uploads.fetch_add(1, Ordering::AcqRel);
-                        }
+                    // Skipped while the clock is behind the last upload, as in Java.
+                    if now_ms() >= last_update
+                        && c.set_data(&node, &endpoint(&ip, &port), None).await.is_ok()
+                    {
+                        last_update = now_ms();
+                        first.lock().unwrap().get_or_insert(last_update);
+                        uploads.fetch_add(1, Ordering::AcqRel);
                     }
                     tokio::time::sleep(Duration::from_secs(3)).await;
                 }

@@ -68,6 +68,11 @@ loom() {
 export CARGO_TARGET_DIR="$root/target"
 
 stage rust cargo test --workspace --all-targets --no-fail-fast
+# The registry adversary matrix (issue 20): leafid processes against the real services,
+# one adversary per row, zero duplicates asserted; one `ADVERSARY` line per row. Kept
+# out of --all-targets (test = false): its rows mostly wait for leases to expire, so it
+# runs here with more threads than cores.
+stage adversary cargo test -p leafid --test adversary -- --test-threads=6
 stage rust-features rust_features
 stage rust-doc rust_doc
 stage loom loom

@@ -73,7 +73,11 @@ pub fn row(
             // A server started beside a live holder issues until its first upload,
             // which the holder then sees: the one window fence.rs states as residual.
             let from = now_ms();
-            let until = from + (FOREIGN_FIRST_UPLOAD + TAKEOVER_MARGIN).as_millis() as i64;
+            // Plus the holder's detection: a ZooKeeper watch at once, a MySQL poll within
+            // 250 ms, and a loaded 2-core machine's scheduling of both processes.
+            let detection = std::time::Duration::from_millis(500);
+            let until =
+                from + (FOREIGN_FIRST_UPLOAD + TAKEOVER_MARGIN + detection).as_millis() as i64;
             tally.residual_window(from, until);
             (ls, start())
         }

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from types import TracebackType
-from typing import Any, Optional, Tuple, Type, TypeVar
+from typing import Any, Optional, Tuple, Type, TypeVar, cast
 
 _T = TypeVar("_T")
 
@@ -24,8 +24,8 @@ class Connecting(asyncio.Future[_T]):
     and closes the generator at the end of the block (``aclose()``)."""
 
     async def __aenter__(self) -> _T:
-        generator = await self
-        return await generator.__aenter__()  # type: ignore[attr-defined, no-any-return]
+        generator: Any = await self
+        return cast(_T, await generator.__aenter__())
 
     async def __aexit__(
         self,
@@ -33,7 +33,8 @@ class Connecting(asyncio.Future[_T]):
         exc: Optional[BaseException],
         tb: Optional[TracebackType],
     ) -> None:
-        await self.result().__aexit__(exc_type, exc, tb)  # type: ignore[attr-defined]
+        generator: Any = self.result()
+        await generator.__aexit__(exc_type, exc, tb)
 
 
 def new_connecting() -> Tuple[asyncio.AbstractEventLoop, "Connecting[Any]"]:

@@ -44,7 +44,6 @@ fn out_of_range(py: Python<'_>, e: PyErr) -> PyErr {
 #[pymethods]
 impl PyIdCipher {
     #[new]
-    #[pyo3(text_signature = "(key)")]
     fn new(key: &[u8]) -> PyResult<Self> {
         Ok(PyIdCipher {
             inner: IdCipher::new(key).py()?,

@@ -47,8 +47,7 @@ impl PySegmentGenerator {
     // Python keyword arguments, one per option: the signature is the API.
     #[allow(clippy::too_many_arguments)]
     #[new]
-    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None),
-           text_signature = "(url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=False, double_buffer=True, max_step=1000000, js_safe=False, tags=None)")]
+    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None))]
     fn new(
         py: Python<'_>,
         url: &str,
@@ -82,8 +81,7 @@ impl PySegmentGenerator {
     /// ``async with SegmentGenerator.connect(url) as gen:`` (closed at the block's end).
     #[allow(clippy::too_many_arguments)]
     #[staticmethod]
-    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None),
-           text_signature = "(url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=False, double_buffer=True, max_step=1000000, js_safe=False, tags=None)")]
+    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None))]
     fn connect<'py>(
         py: Python<'py>,
         url: &str,

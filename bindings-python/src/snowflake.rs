@@ -23,6 +23,7 @@ pub struct PyLayout {
 #[pymethods]
 impl PyLayout {
     #[new]
+    // Written out: the generated one would show `epoch_ms=...` for the constant.
     #[pyo3(signature = (timestamp_bits=41, worker_bits=10, sequence_bits=12, epoch_ms=LEAF_EPOCH_MS),
            text_signature = "(timestamp_bits=41, worker_bits=10, sequence_bits=12, epoch_ms=1288834974657)")]
     fn new(
@@ -169,8 +170,7 @@ fn builder(
 #[pymethods]
 impl PySnowflakeGenerator {
     #[new]
-    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None),
-           text_signature = "(registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None)")]
+    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None))]
     // Python keyword arguments, one per option: the signature is the API.
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -200,8 +200,7 @@ impl PySnowflakeGenerator {
     /// and the event loop goes on meanwhile. ``sf = await SnowflakeGenerator.connect(r)``,
     /// or ``async with SnowflakeGenerator.connect(r) as sf:`` (closed at the block's end).
     #[staticmethod]
-    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None),
-           text_signature = "(registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None)")]
+    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None))]
     #[allow(clippy::too_many_arguments)]
     fn connect<'py>(
         py: Python<'py>,

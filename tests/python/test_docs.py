@@ -133,3 +133,8 @@ def test_stub_signatures_agree_with_the_runtime(name: str, node: ast.FunctionDef
             assert default is inspect.Parameter.empty, f"{name}: {n} has a default at runtime"
         elif stub_default != "..." and default is not inspect.Parameter.empty and default is not Ellipsis:
             assert ast.literal_eval(stub_default) == default, f"{name}: {n}={stub_default} vs {default!r}"
+
+
+def test_layout_signature_shows_leafs_epoch() -> None:
+    # Written out on the pyo3 item (a generated one would show `epoch_ms=...`).
+    assert inspect.signature(leafid.Layout).parameters["epoch_ms"].default == leafid.LEAF_EPOCH_MS

@@ -33,8 +33,27 @@ where
     F: Future<Output = leafid::Result<T>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
+    settled_by(py, "new_future", fut)
+}
+
+/// [`awaitable`] for `connect`: the future is a `leafid._aio.Connecting`, also an async
+/// context manager, so `async with X.connect(…) as gen:` needs no second `await`.
+pub fn connecting<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = leafid::Result<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    settled_by(py, "new_connecting", fut)
+}
+
+/// A future made by `leafid._aio.<factory>()` that `fut`'s outcome settles.
+fn settled_by<'py, F, T>(py: Python<'py>, factory: &str, fut: F) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = leafid::Result<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
     let (event_loop, future): (Bound<'py, PyAny>, Bound<'py, PyAny>) =
-        glue(py)?.call_method0("new_future")?.extract()?;
+        glue(py)?.call_method0(factory)?.extract()?;
     let (event_loop, target) = (event_loop.unbind(), future.clone().unbind());
     let task = leafid::runtime::spawn(async move {
         let outcome = fut.await;

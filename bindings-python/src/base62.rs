@@ -5,7 +5,8 @@ use pyo3::prelude::*;
 
 use crate::error::{to_py, IntoPy};
 
-/// `id` as 11 base-62 characters whose order is the ids' order.
+/// ``id`` (0..2**63-1) as 11 characters of ``0-9A-Za-z`` whose string order is the
+/// ids' order; raises ``InvalidConfig`` for a negative id. An encoding, not encryption.
 #[pyfunction]
 pub fn encode_base62(id: &Bound<'_, PyAny>) -> PyResult<String> {
     let id = id.extract::<i64>().map_err(|e| {
@@ -20,7 +21,8 @@ pub fn encode_base62(id: &Bound<'_, PyAny>) -> PyResult<String> {
     leafid::encode_base62(id).py()
 }
 
-/// The id an 11-character base-62 string encodes.
+/// The id an 11-character base-62 string encodes; raises ``InvalidConfig`` for a
+/// wrong length, a character outside ``0-9A-Za-z`` or a value past 2**63-1.
 #[pyfunction]
 pub fn decode_base62(s: &str) -> PyResult<i64> {
     leafid::decode_base62(s).py()

@@ -6,7 +6,13 @@ use pyo3::prelude::*;
 
 use crate::error::{to_py, IntoPy};
 
-/// A keyed, reversible permutation of the positive 63-bit ids (NIST FF1 with AES).
+/// A keyed, reversible permutation of the positive ids ``1..2**63-1`` (NIST SP
+/// 800-38G FF1 with AES): public ids that reveal no count and no time.
+///
+/// ``key`` is 16, 24 or 32 secret bytes (AES-128/192/256); keep it forever. Encrypted
+/// ids are positive 64-bit ints but not ordered: store the plain id, show the
+/// encrypted one. Wrong key length, and ids that are 0, negative or past 2**63-1,
+/// raise ``InvalidConfig`` (a ``ValueError``); a non-int raises ``TypeError``.
 #[pyclass(name = "IdCipher", module = "leafid", frozen)]
 pub struct PyIdCipher {
     inner: IdCipher,
@@ -44,20 +50,25 @@ impl PyIdCipher {
         })
     }
 
+    /// The opaque form of ``id``.
     fn encrypt(&self, id: &Bound<'_, PyAny>) -> PyResult<i64> {
         self.inner.encrypt(id_arg(id)?).py()
     }
 
+    /// The id whose opaque form is ``id``.
     fn decrypt(&self, id: &Bound<'_, PyAny>) -> PyResult<i64> {
         self.inner.decrypt(id_arg(id)?).py()
     }
 
+    /// ``encrypt`` over a sequence of ids (the GIL released for the work); fails
+    /// whole on the first invalid id.
     fn encrypt_many(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         let mut ids = ids_arg(ids)?;
         py.detach(|| self.inner.encrypt_in_place(&mut ids)).py()?;
         Ok(ids)
     }
 
+    /// ``decrypt`` over a sequence of ids; fails whole on the first invalid id.
     fn decrypt_many(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         let mut ids = ids_arg(ids)?;
         py.detach(|| self.inner.decrypt_in_place(&mut ids)).py()?;

@@ -1,7 +1,13 @@
 //! `leafid::Error` → the Python exception of the same name (defined in
-//! `leafid/_errors.py`, under `leafid.LeafError`), with the core's message and `code`.
-//! This is the only place the binding turns a core error into a Python one.
+//! `leafid/_errors.py`, under `leafid.LeafError`). This is the only place the binding
+//! turns a core error into a Python one, and [`exception`] the one function that does it:
+//! the core's message as the argument, then `code`, the variant's fields a caller
+//! branches on (`tag`, `table`), `cause` (the underlying error as text) and, where the
+//! core keeps the underlying error itself (`std::error::Error::source`), that error as
+//! `__cause__`: an `OSError` subclass for an OS error (`ConnectionRefusedError`,
+//! `NotADirectoryError`, …), so a caller can tell one failure from another.
 
+use pyo3::exceptions::{PyException, PyOSError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
@@ -9,26 +15,94 @@ static ERRORS: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 /// Converts a core error into the matching Python exception.
 pub fn to_py(e: leafid::Error) -> PyErr {
-    Python::attach(|py| {
-        let module = match ERRORS.get_or_try_init(py, || {
-            PyModule::import(py, "leafid._errors").map(Bound::unbind)
-        }) {
-            Ok(m) => m.bind(py),
-            Err(import_error) => return import_error,
-        };
-        // A variant newer than `_errors.py` still raises a LeafError with its message
-        // (test_errors.py fails until the class is added).
-        let class = module
-            .getattr(e.name())
-            .or_else(|_| module.getattr("LeafError"));
-        match class.and_then(|class| class.call1((e.to_string(),))) {
-            Ok(exc) => {
-                let _ = exc.setattr("code", e.code());
-                PyErr::from_value(exc)
-            }
-            Err(other) => other,
-        }
+    Python::attach(|py| match exception(py, &e) {
+        Ok(exc) => PyErr::from_value(exc),
+        Err(other) => other,
     })
+}
+
+/// The Python exception for `e`, with its attributes and cause chain.
+fn exception<'py>(py: Python<'py>, e: &leafid::Error) -> PyResult<Bound<'py, PyAny>> {
+    let module = ERRORS
+        .get_or_try_init(py, || {
+            PyModule::import(py, "leafid._errors").map(Bound::unbind)
+        })?
+        .bind(py);
+    // A variant newer than `_errors.py` still raises a LeafError with its message
+    // (test_errors.py fails until the class is added).
+    let class = module
+        .getattr(e.name())
+        .or_else(|_| module.getattr("LeafError"))?;
+    let exc = class.call1((e.to_string(),))?;
+    exc.setattr("code", e.code())?;
+    for (name, value) in fields(e) {
+        exc.setattr(name, value)?;
+    }
+    exc.setattr("cause", cause_text(e))?;
+    // The underlying error itself, whenever the core keeps it: a variant whose cause
+    // becomes a `#[source]` gets its `__cause__` here with no change in this file.
+    if let Some(source) = std::error::Error::source(e) {
+        exc.setattr("__cause__", source_to_py(py, source)?)?;
+    }
+    Ok(exc)
+}
+
+/// The fields of `e` a caller branches on, as attributes (the class declares each with
+/// a `None` default).
+fn fields(e: &leafid::Error) -> Vec<(&'static str, String)> {
+    use leafid::Error as E;
+    match e {
+        E::TagNotFound { tag }
+        | E::TagExists { tag }
+        | E::InvalidTag { tag, .. }
+        | E::SegmentsExhausted { tag, .. } => vec![("tag", tag.clone())],
+        E::TableMissing { table } => vec![("table", table.clone())],
+        _ => Vec::new(),
+    }
+}
+
+/// The underlying error as text (`None` when there is none). `to_string()` on the
+/// fields, so a field that turns from text into an error type still compiles here.
+fn cause_text(e: &leafid::Error) -> Option<String> {
+    use leafid::Error as E;
+    match e {
+        E::StoreUnavailable { cause }
+        | E::RegistryUnavailable { cause }
+        | E::LeaseLost { cause, .. } => Some(cause.to_string()),
+        // "none": the refill was merely slow, no error behind it.
+        E::SegmentsExhausted { cause, .. } => {
+            Some(cause.to_string()).filter(|c| c.as_str() != "none")
+        }
+        _ => std::error::Error::source(e).map(|s| s.to_string()),
+    }
+}
+
+/// A Rust error from a `source()` chain as a Python exception, its own source as its
+/// `__cause__`: an OS error becomes `OSError(errno, strerror)` (Python picks the
+/// subclass from the errno), a leafid error its class, anything else an `Exception`
+/// with the text.
+fn source_to_py<'py>(
+    py: Python<'py>,
+    source: &(dyn std::error::Error + 'static),
+) -> PyResult<Bound<'py, PyAny>> {
+    let exc = if let Some(leaf) = source.downcast_ref::<leafid::Error>() {
+        return exception(py, leaf);
+    } else if let Some(io) = source.downcast_ref::<std::io::Error>() {
+        match io.raw_os_error() {
+            Some(errno) => {
+                let strerror = PyModule::import(py, "os")?.call_method1("strerror", (errno,))?;
+                PyOSError::new_err((errno, strerror.unbind()))
+            }
+            None => PyOSError::new_err(io.to_string()),
+        }
+    } else {
+        PyException::new_err(source.to_string())
+    };
+    let exc = exc.into_value(py).into_bound(py).into_any();
+    if let Some(next) = source.source() {
+        exc.setattr("__cause__", source_to_py(py, next)?)?;
+    }
+    Ok(exc)
 }
 
 /// `Result<T, leafid::Error>` → `PyResult<T>`.

@@ -32,6 +32,16 @@ fn int64_array<'py>(py: Python<'py>, ids: &[i64]) -> PyResult<Bound<'py, PyAny>>
     Ok(array)
 }
 
+/// `Name(field=value, …)` with each value as Python's `repr` shows it (`False`, `None`,
+/// `'order'`), read from the object's own attributes: what a Python user can type back.
+fn py_repr(obj: &Bound<'_, PyAny>, fields: &[&str]) -> PyResult<String> {
+    let mut parts = Vec::with_capacity(fields.len());
+    for field in fields {
+        parts.push(format!("{field}={}", obj.getattr(*field)?.repr()?));
+    }
+    Ok(format!("{}({})", obj.get_type().name()?, parts.join(", ")))
+}
+
 #[pymodule]
 fn _leafid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logging::install();

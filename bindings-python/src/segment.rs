@@ -4,10 +4,15 @@
 use leafid::{SegmentGenerator, SegmentOptions, TagHandle, TagStats};
 use pyo3::prelude::*;
 
-use crate::aio::{awaitable, wait};
+use crate::aio::{awaitable, connecting, wait};
 use crate::error::IntoPy;
 
-/// Issues ids for the tags of one `leaf_alloc` table.
+/// Issues ids for the tags of one ``leaf_alloc`` table (``mysql://…``,
+/// ``sqlite://path`` or ``memory:``).
+///
+/// The constructor connects and loads the tag list; ``tags``: tags whose first
+/// segments are loaded before it returns. Waits with the GIL released; Ctrl-C
+/// interrupts. ``connect`` does the same as a coroutine.
 #[pyclass(name = "SegmentGenerator", module = "leafid", frozen)]
 pub struct PySegmentGenerator {
     inner: SegmentGenerator,
@@ -71,7 +76,9 @@ impl PySegmentGenerator {
         Ok(PySegmentGenerator { inner })
     }
 
-    /// `await SegmentGenerator.connect(url, **same keywords as the constructor)`.
+    /// The constructor as a coroutine: the I/O runs on the core's runtime and the event
+    /// loop goes on meanwhile. ``gen = await SegmentGenerator.connect(url)``, or
+    /// ``async with SegmentGenerator.connect(url) as gen:`` (closed at the block's end).
     #[allow(clippy::too_many_arguments)]
     #[staticmethod]
     #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None))]
@@ -96,13 +103,15 @@ impl PySegmentGenerator {
             tag_list(tags)?,
         )?;
         let url = url.to_string();
-        awaitable(py, async move {
+        connecting(py, async move {
             SegmentGenerator::connect(&url, opts)
                 .await
                 .map(|inner| PySegmentGenerator { inner })
         })
     }
 
+    /// The next id of ``tag``; when none is at hand, waits up to ``wait_timeout``
+    /// with the GIL released (Ctrl-C interrupts).
     fn next_id(&self, py: Python<'_>, tag: &str) -> PyResult<i64> {
         if let Some(id) = self.inner.try_next_id(tag) {
             return Ok(id);
@@ -111,16 +120,19 @@ impl PySegmentGenerator {
         wait(py, self.inner.next_id_async(tag))
     }
 
+    /// ``n`` ids of ``tag``, ascending; waits as ``next_id`` does.
     fn next_ids(&self, py: Python<'_>, tag: &str, n: usize) -> PyResult<Vec<i64>> {
         // The interruptible wait (Ctrl-C works) as `next_id`; the core takes the ids at
         // hand at call time, so a batch whose ids are there costs no runtime trip.
         wait(py, self.inner.next_ids_async(tag, n))
     }
 
+    /// ``next_id`` that waits on the core's runtime, never on the loop's thread.
     fn next_id_async<'py>(&self, py: Python<'py>, tag: &str) -> PyResult<Bound<'py, PyAny>> {
         awaitable(py, self.inner.next_id_async(tag))
     }
 
+    /// ``next_ids`` that waits on the core's runtime, never on the loop's thread.
     fn next_ids_async<'py>(
         &self,
         py: Python<'py>,
@@ -130,6 +142,8 @@ impl PySegmentGenerator {
         awaitable(py, self.inner.next_ids_async(tag, n))
     }
 
+    /// A handle on ``tag``: the fast way to issue its ids. Raises ``TagNotFound``
+    /// when the store does not have it.
     fn tag(&self, py: Python<'_>, tag: &str) -> PyResult<PyTagHandle> {
         // A tag not in the cache is looked up in the store (bounded by `wait_timeout`):
         // never with the GIL held.
@@ -138,10 +152,13 @@ impl PySegmentGenerator {
         })
     }
 
+    /// The tags known at the last refresh.
     fn tags(&self) -> Vec<String> {
         self.inner.tags()
     }
 
+    /// Adds ``tag`` to the table, its first id ``start``; raises ``TagExists`` if it
+    /// is there already, unless ``exist_ok`` (then the existing row is kept as it is).
     #[pyo3(signature = (tag, start=1, step=1000, description="", *, exist_ok=false))]
     fn create_tag(
         &self,
@@ -158,6 +175,7 @@ impl PySegmentGenerator {
         )
     }
 
+    /// ``create_tag`` as an awaitable.
     #[pyo3(signature = (tag, start=1, step=1000, description="", *, exist_ok=false))]
     fn create_tag_async<'py>(
         &self,
@@ -174,26 +192,33 @@ impl PySegmentGenerator {
         )
     }
 
+    /// Creates the ``leaf_alloc`` table (Leaf's schema) if it does not exist.
     fn create_table(&self, py: Python<'_>) -> PyResult<()> {
         let g = self.inner.clone();
         wait(py, async move { g.create_table().await })
     }
 
+    /// ``create_table`` as an awaitable.
     fn create_table_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let g = self.inner.clone();
         awaitable(py, async move { g.create_table().await })
     }
 
+    /// Reloads the tag list from the store now (it is also reloaded every
+    /// ``refresh_interval`` seconds).
     fn refresh(&self, py: Python<'_>) -> PyResult<()> {
         let g = self.inner.clone();
         wait(py, async move { g.refresh().await })
     }
 
+    /// ``refresh`` as an awaitable.
     fn refresh_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let g = self.inner.clone();
         awaitable(py, async move { g.refresh().await })
     }
 
+    /// The state of every tag this generator has loaded, as Leaf's ``/cache`` page
+    /// shows it. Never waits on I/O.
     fn stats(&self) -> Vec<PyTagStats> {
         self.inner
             .stats()
@@ -202,11 +227,12 @@ impl PySegmentGenerator {
             .collect()
     }
 
+    /// Stops issuing: later calls raise ``Closed``. Does no I/O.
     fn close(&self, py: Python<'_>) {
         py.detach(|| self.inner.close());
     }
 
-    /// `close()` as an awaitable (closing a segment generator does no I/O).
+    /// ``close()`` as an awaitable (closing a segment generator does no I/O).
     fn aclose<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let g = self.inner.clone();
         awaitable(py, async move {
@@ -215,20 +241,24 @@ impl PySegmentGenerator {
         })
     }
 
+    /// ``with gen:`` gives the generator itself.
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
+    /// Closes the generator at the end of a ``with`` block.
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
         self.close(py);
         false
     }
 
+    /// ``async with gen:`` gives the generator itself.
     fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         crate::aio::ready(slf.py(), slf.clone().into_any().unbind())
     }
 
+    /// Closes the generator at the end of an ``async with`` block (``aclose()``).
     #[pyo3(signature = (*_exc))]
     fn __aexit__<'py>(
         &self,
@@ -261,7 +291,8 @@ impl PySegmentGenerator {
     }
 }
 
-/// The fast way to issue ids for one tag; also an endless iterator.
+/// The fast way to issue ids for one tag (``SegmentGenerator.tag``); also an endless
+/// iterator.
 #[pyclass(name = "TagHandle", module = "leafid", frozen)]
 pub struct PyTagHandle {
     inner: TagHandle,
@@ -269,11 +300,14 @@ pub struct PyTagHandle {
 
 #[pymethods]
 impl PyTagHandle {
+    /// The tag.
     #[getter]
     fn tag(&self) -> &str {
         self.inner.tag()
     }
 
+    /// The next id; when none is at hand, waits up to ``wait_timeout`` with the GIL
+    /// released (Ctrl-C interrupts).
     fn next_id(&self, py: Python<'_>) -> PyResult<i64> {
         if let Some(id) = self.inner.try_next_id() {
             return Ok(id);
@@ -282,21 +316,25 @@ impl PyTagHandle {
         wait(py, self.inner.next_id_async())
     }
 
+    /// ``n`` ids, ascending; waits as ``next_id`` does.
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
         // As `SegmentGenerator.next_ids`.
         wait(py, self.inner.next_ids_async(n))
     }
 
-    /// `n` ids as an `array.array('q')`: no Python int per id, for bulk work.
+    /// ``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work.
     fn next_ids_array<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         let ids = self.next_ids(py, n)?;
         crate::int64_array(py, &ids)
     }
 
+    /// ``next_id`` that waits (up to ``wait_timeout``) on the core's runtime, never on
+    /// the event loop's thread.
     fn next_id_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         awaitable(py, self.inner.next_id_async())
     }
 
+    /// ``next_ids`` that waits on the core's runtime, never on the loop's thread.
     fn next_ids_async<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         awaitable(py, self.inner.next_ids_async(n))
     }
@@ -309,26 +347,49 @@ impl PyTagHandle {
         self.next_id(py)
     }
 
-    fn __repr__(&self) -> String {
-        format!("TagHandle({:?})", self.inner.tag())
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::py_repr(slf.as_any(), &["tag"])
     }
 }
 
-/// One tag's state, as Leaf's `/cache` page shows it, plus refill figures.
+/// One tag's state, as Leaf's /cache page shows it, plus refill figures.
 #[pyclass(name = "TagStats", module = "leafid", frozen, get_all)]
 pub struct PyTagStats {
+    /// The tag.
     tag: String,
+    /// Whether its first segment was loaded.
     initialized: bool,
+    /// Index (0 or 1) of the current segment in ``segments``.
     current: usize,
+    /// Whether the next segment is loaded and waiting.
     next_ready: bool,
-    /// `(value, max, step)` of both segments.
+    /// ``(value, max, step)`` of both segments.
     segments: Vec<(i64, i64, i64)>,
+    /// The step of the latest load (dynamic).
     step: i64,
+    /// The table's step (the floor of the dynamic step).
     min_step: i64,
+    /// Successful loads so far.
     refills: u64,
+    /// Seconds the latest refill took.
     last_refill: Option<f64>,
+    /// The latest load's error, cleared by the next success.
     last_error: Option<String>,
 }
+
+/// Every field, in declaration order, for the repr.
+const TAG_STATS_FIELDS: [&str; 10] = [
+    "tag",
+    "initialized",
+    "current",
+    "next_ready",
+    "segments",
+    "step",
+    "min_step",
+    "refills",
+    "last_refill",
+    "last_error",
+];
 
 impl From<TagStats> for PyTagStats {
     fn from(s: TagStats) -> Self {
@@ -353,11 +414,8 @@ impl From<TagStats> for PyTagStats {
 
 #[pymethods]
 impl PyTagStats {
-    fn __repr__(&self) -> String {
-        format!(
-            "TagStats(tag={:?}, step={}, refills={}, next_ready={})",
-            self.tag, self.step, self.refills, self.next_ready
-        )
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::py_repr(slf.as_any(), &TAG_STATS_FIELDS)
     }
 }
 

@@ -8,10 +8,12 @@ use leafid::snowflake::{
 };
 use pyo3::prelude::*;
 
-use crate::aio::{awaitable, wait};
+use crate::aio::{awaitable, connecting, wait};
 use crate::error::IntoPy;
 
-/// How the 63 bits of an id are split, and the epoch.
+/// How the 63 bits of a snowflake id are split, and the epoch (default: Leaf's,
+/// ``LEAF_EPOCH_MS``). Bits must sum to 63, or to 53 for ids below 2^53; raises
+/// ``InvalidConfig``.
 #[pyclass(name = "Layout", module = "leafid", frozen)]
 #[derive(Clone)]
 pub struct PyLayout {
@@ -21,7 +23,9 @@ pub struct PyLayout {
 #[pymethods]
 impl PyLayout {
     #[new]
-    #[pyo3(signature = (timestamp_bits=41, worker_bits=10, sequence_bits=12, epoch_ms=LEAF_EPOCH_MS))]
+    // Written out: the generated one would show `epoch_ms=...` for the constant.
+    #[pyo3(signature = (timestamp_bits=41, worker_bits=10, sequence_bits=12, epoch_ms=LEAF_EPOCH_MS),
+           text_signature = "(timestamp_bits=41, worker_bits=10, sequence_bits=12, epoch_ms=1288834974657)")]
     fn new(
         timestamp_bits: u8,
         worker_bits: u8,
@@ -33,7 +37,9 @@ impl PyLayout {
         })
     }
 
-    /// Ids below 2^53: 41 + 3 + 9 bits, Leaf's epoch (see `leafid::Layout::js_safe`).
+    /// Ids below 2^53 (exact in a JavaScript number): 41 timestamp bits (until
+    /// 2080-07-10), 3 worker bits (ids 0..7), 9 sequence bits (512 ids per ms per
+    /// worker), Leaf's epoch.
     #[staticmethod]
     fn js_safe() -> Self {
         PyLayout {
@@ -41,39 +47,42 @@ impl PyLayout {
         }
     }
 
+    /// The largest id the layout can produce (2^63 - 1, or 2^53 - 1 for ``js_safe``).
     #[getter]
     fn max_id(&self) -> i64 {
         self.inner.max_id()
     }
 
+    /// Bits of the timestamp (ms since ``epoch_ms``).
     #[getter]
     fn timestamp_bits(&self) -> u8 {
         self.inner.timestamp_bits()
     }
+    /// Bits of the worker id.
     #[getter]
     fn worker_bits(&self) -> u8 {
         self.inner.worker_bits()
     }
+    /// Bits of the sequence within a millisecond.
     #[getter]
     fn sequence_bits(&self) -> u8 {
         self.inner.sequence_bits()
     }
+    /// The epoch, in ms since the Unix epoch.
     #[getter]
     fn epoch_ms(&self) -> i64 {
         self.inner.epoch_ms()
     }
+    /// The largest worker id the layout holds.
     #[getter]
     fn max_worker_id(&self) -> u32 {
         self.inner.max_worker_id()
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "Layout(timestamp_bits={}, worker_bits={}, sequence_bits={}, epoch_ms={})",
-            self.inner.timestamp_bits(),
-            self.inner.worker_bits(),
-            self.inner.sequence_bits(),
-            self.inner.epoch_ms()
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        crate::py_repr(
+            slf.as_any(),
+            &["timestamp_bits", "worker_bits", "sequence_bits", "epoch_ms"],
         )
     }
 
@@ -82,7 +91,22 @@ impl PyLayout {
     }
 }
 
-/// Issues snowflake ids with a worker id from a registry.
+/// Issues snowflake ids with a worker id from a registry: ``fixed:7``,
+/// ``local:///dir``, ``zookeeper://host:port/name?port=P``,
+/// ``zookeeper-recycle://host:port/name``, ``mysql://user:pass@host/db?port=P``.
+///
+/// Acquires a worker id from ``registry``. Durations are in seconds:
+/// ``heartbeat`` (how often the time bound is persisted), ``max_backward`` (largest
+/// backward clock step waited out), ``startup_wait`` (how long start-up waits for a
+/// clock behind the worker's floor), ``max_skew`` (largest difference allowed
+/// between the local clock and the registry's clock; ``None``: the core's default,
+/// 5 s; ``fixed:`` and ``local:`` have no clock to compare with). Ranges are the
+/// core's (``SnowflakeBuilder``); a value outside raises ``InvalidConfig``.
+///
+/// Raises ``WorkerIdInUse`` when the identity's worker id has another live holder
+/// and the registry cannot give a distinct one, ``ClockSkew`` beyond ``max_skew``,
+/// ``InvalidUrl`` before any I/O for an identity Java Leaf cannot read (a ``-`` in
+/// ``ip``, ``port`` or a ``zookeeper://`` name).
 #[pyclass(name = "SnowflakeGenerator", module = "leafid", frozen)]
 pub struct PySnowflakeGenerator {
     // Taken out in `drop`, which releases the GIL while the core lets go.
@@ -172,7 +196,9 @@ impl PySnowflakeGenerator {
         Ok(Self::new_from(inner))
     }
 
-    /// `await SnowflakeGenerator.connect(registry, **same keywords as the constructor)`.
+    /// The constructor as a coroutine: the registry's I/O runs on the core's runtime
+    /// and the event loop goes on meanwhile. ``sf = await SnowflakeGenerator.connect(r)``,
+    /// or ``async with SnowflakeGenerator.connect(r) as sf:`` (closed at the block's end).
     #[staticmethod]
     #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None))]
     #[allow(clippy::too_many_arguments)]
@@ -195,13 +221,17 @@ impl PySnowflakeGenerator {
             startup_wait,
             max_skew,
         )?;
-        awaitable(py, async move { b.build().await.map(Self::new_from) })
+        connecting(py, async move { b.build().await.map(Self::new_from) })
     }
 
-    /// The GIL is released only on the slow path (`try_next_id` gave `None`): a call
-    /// may wait for the next millisecond, wait out a small clock step, or (first call in
-    /// a forked child, after a lost lease) acquire a worker id from the registry; that
-    /// wait is interruptible (Ctrl-C).
+    /// The next id, greater than every id this generator issued before. Raises
+    /// ``ClockMovedBackwards``, ``LeaseLost`` when the registry took the worker id away,
+    /// ``ClockSkew`` when a heartbeat found the clocks more than ``max_skew`` apart
+    /// (issuing resumes once they agree), ``Closed`` after ``close()``.
+    // The GIL is released only on the slow path (`try_next_id` gave `None`): a call
+    // may wait for the next millisecond, wait out a small clock step, or (first call in
+    // a forked child, after a lost lease) acquire a worker id from the registry; that
+    // wait is interruptible (Ctrl-C).
     fn next_id(&self, py: Python<'_>) -> PyResult<i64> {
         match self.inner.try_next_id() {
             Some(id) => Ok(id),
@@ -209,6 +239,7 @@ impl PySnowflakeGenerator {
         }
     }
 
+    /// ``n`` ids, ascending; Ctrl-C interrupts a big batch between milliseconds.
     fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
         // A big batch waits out many milliseconds (the sequence runs out each one):
         // taken in chunks of about a millisecond's ids with the GIL released, checking
@@ -232,16 +263,18 @@ impl PySnowflakeGenerator {
         Ok(out)
     }
 
-    /// `n` ids as an `array.array('q')`: no Python int per id, for bulk work.
+    /// ``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work.
     fn next_ids_array<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         let ids = self.next_ids(py, n)?;
         crate::int64_array(py, &ids)
     }
 
+    /// ``next_id`` that waits on the core's runtime, never on the loop's thread.
     fn next_id_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         awaitable(py, self.inner.next_id_async())
     }
 
+    /// ``next_ids`` that waits on the core's runtime, never on the loop's thread.
     fn next_ids_async<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         awaitable(py, self.inner.next_ids_async(n))
     }
@@ -254,11 +287,13 @@ impl PySnowflakeGenerator {
         self.next_id(py)
     }
 
+    /// The worker id this generator holds.
     #[getter]
     fn worker_id(&self) -> u32 {
         self.inner.worker_id()
     }
 
+    /// The layout of its ids.
     #[getter]
     fn layout(&self) -> PyLayout {
         PyLayout {
@@ -266,8 +301,11 @@ impl PySnowflakeGenerator {
         }
     }
 
-    /// Waits at most `timeout` seconds (default: the core's `DEFAULT_CLOSE_WAIT`) for
-    /// the registry; `True` when the worker id was released in time.
+    /// Stops issuing and releases the worker id, waiting at most ``timeout``
+    /// seconds (``None``: 3 s, the core's ``DEFAULT_CLOSE_WAIT``) for the registry.
+    /// ``True`` when it was released in time; after the timeout the release goes on in
+    /// the background and, if the registry stays unreachable, the lease expires on its
+    /// side. Later calls raise ``Closed``. Ctrl-C interrupts the wait.
     #[pyo3(signature = (timeout=None))]
     fn close(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
         let within = match timeout {
@@ -279,27 +317,31 @@ impl PySnowflakeGenerator {
         Ok(py.detach(|| self.inner.close_within(within)))
     }
 
-    /// `close()` as an awaitable, with the core's default wait; resolves to `True` when
+    /// ``close()`` as an awaitable, with the default wait; resolves to ``True`` when
     /// the worker id was released in time.
     fn aclose<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let closing = self.inner.close_async();
         awaitable(py, async move { Ok(closing.await) })
     }
 
+    /// ``with sf:`` gives the generator itself.
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
 
+    /// Closes the generator (``close()``) at the end of a ``with`` block.
     #[pyo3(signature = (*_exc))]
     fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
         self.close(py, None)?;
         Ok(false)
     }
 
+    /// ``async with sf:`` gives the generator itself.
     fn __aenter__<'py>(slf: Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         crate::aio::ready(slf.py(), slf.clone().into_any().unbind())
     }
 
+    /// Closes the generator (``aclose()``) at the end of an ``async with`` block.
     #[pyo3(signature = (*_exc))]
     fn __aexit__<'py>(
         &self,

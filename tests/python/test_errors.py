@@ -15,7 +15,7 @@ import pytest
 import leafid
 from leafid import _errors, _leafid
 
-CONFIG = {"InvalidTag", "InvalidUrl", "InvalidConfig", "WorkerIdOutOfRange"}
+CONFIG = {"InvalidTag", "InvalidUrl", "InvalidConfig", "WorkerIdOutOfRange", "TableMissing"}
 
 
 def test_every_core_variant_has_a_class_under_leaf_error() -> None:
@@ -194,3 +194,90 @@ def test_local_clock_ahead_of_zookeeper_beyond_max_skew_is_clock_skew(zk: str, t
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert res.stdout.startswith("LEAF_CLOCK_SKEW ") and "ahead" in res.stdout
+
+
+# ---- issue 21: what a caller can do with an error ----
+
+def test_tracebacks_name_the_public_module() -> None:
+    # `leafid.TagNotFound`, where users import it from, not `leafid._errors.TagNotFound`.
+    import traceback
+
+    gen = leafid.SegmentGenerator("memory:")
+    with pytest.raises(leafid.TagNotFound) as e:
+        gen.next_id("nope")
+    shown = "".join(traceback.format_exception(e.type, e.value, e.tb))
+    assert "leafid.TagNotFound: " in shown and "leafid._errors" not in shown
+    for name in [*_leafid._ERROR_NAMES, "LeafError", "ConfigError", "UnavailableError", "ClockError"]:
+        assert getattr(leafid, name).__module__ == "leafid", name
+
+
+def test_tag_not_found_and_tag_exists_name_the_tag() -> None:
+    gen = leafid.SegmentGenerator("memory:")
+    with pytest.raises(leafid.TagNotFound) as e:
+        gen.next_id("nope")
+    assert e.value.tag == "nope" and e.value.code == "LEAF_TAG_NOT_FOUND" and e.value.cause is None
+    with pytest.raises(KeyError):  # still a KeyError for `except KeyError`
+        gen.tag("nope")
+    gen.create_tag("t")
+    with pytest.raises(leafid.TagExists) as x:
+        gen.create_tag("t")
+    assert x.value.tag == "t" and x.value.code == "LEAF_TAG_EXISTS"
+
+
+def test_table_missing_is_a_config_error_a_retry_loop_does_not_retry(mysql_url: str) -> None:
+    base, _ = mysql_url.rsplit("/", 1)
+    leafid.SegmentGenerator(mysql_url, create_table=True).close()
+    attempts = 0
+    # The loop a user writes for outages: it must give up on a missing table at once.
+    with pytest.raises(leafid.TableMissing) as e:
+        while attempts < 3:
+            attempts += 1
+            try:
+                leafid.SegmentGenerator(f"{base}/mysql")  # no leaf_alloc in `mysql`
+                break
+            except leafid.UnavailableError:
+                continue
+    assert attempts == 1
+    assert isinstance(e.value, leafid.ConfigError) and not isinstance(e.value, leafid.UnavailableError)
+    assert e.value.table == "leaf_alloc" and e.value.code == "LEAF_TABLE_MISSING"
+
+
+def test_a_refused_connection_keeps_its_cause() -> None:
+    with pytest.raises(leafid.StoreUnavailable) as e:
+        leafid.SegmentGenerator("mysql://root:x@127.0.0.1:1/leafid")
+    assert e.value.code == "LEAF_STORE_UNAVAILABLE"
+    assert e.value.cause is not None and "Connection refused" in e.value.cause
+
+
+def test_a_registry_outage_keeps_its_cause(tmp_path: Path) -> None:
+    with pytest.raises(leafid.RegistryUnavailable) as e:
+        leafid.SnowflakeGenerator("zookeeper-recycle://127.0.0.1:1/pool?connect_timeout_ms=300",
+                                  cache_dir=tmp_path, startup_wait=0.0)
+    assert e.value.cause is not None and "Connection refused" in e.value.cause
+
+
+def test_an_os_error_is_the_cause_of_io(tmp_path: Path) -> None:
+    import errno
+    import traceback
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(leafid.Io) as e:
+        leafid.SnowflakeGenerator(f"local://{blocker}/locks", cache_dir=tmp_path)
+    cause = e.value.__cause__
+    # Python's own subclass for the errno: a caller can tell one failure from another.
+    assert isinstance(cause, NotADirectoryError) and cause.errno == errno.ENOTDIR
+    assert e.value.cause is not None and "Not a directory" in e.value.cause
+    shown = "".join(traceback.format_exception(e.type, e.value, e.tb))
+    assert "direct cause" in shown and "NotADirectoryError" in shown
+
+
+def test_errors_pickle_with_their_attributes() -> None:
+    import pickle
+
+    gen = leafid.SegmentGenerator("memory:")
+    with pytest.raises(leafid.TagNotFound) as e:
+        gen.next_id("gone")
+    back = pickle.loads(pickle.dumps(e.value))
+    assert type(back) is leafid.TagNotFound and str(back) == str(e.value)
+    assert back.tag == "gone" and back.code == "LEAF_TAG_NOT_FOUND"

@@ -46,6 +46,22 @@ def test_stats_show_both_segments(sqlite_url: str) -> None:
     assert (value, max_, step) == (51, 101, 100)
 
 
+def test_stats_repr_shows_python_values_and_ids_are_ints(sqlite_url: str) -> None:
+    # Issue 21: the repr printed Rust's `false`; now every field, as Python shows it.
+    gen = leafid.SegmentGenerator(sqlite_url)
+    gen.create_tag("t", step=100)
+    gen.next_id("t")
+    (s,) = gen.stats()
+    text = repr(s)
+    assert text.startswith("TagStats(tag='t', initialized=True, ")
+    assert "next_ready=False" in text and "last_error=None" in text
+    assert "true" not in text and "false" not in text
+    assert all(type(v) is int for seg in s.segments for v in seg)
+    assert repr(gen.tag("t")) == "TagHandle(tag='t')"
+    assert repr(leafid.Layout.js_safe()) == (
+        "Layout(timestamp_bits=41, worker_bits=3, sequence_bits=9, epoch_ms=1288834974657)")
+
+
 def test_a_tag_created_elsewhere_works_on_first_use(sqlite_url: str) -> None:
     a = leafid.SegmentGenerator(sqlite_url)
     b = leafid.SegmentGenerator(sqlite_url)

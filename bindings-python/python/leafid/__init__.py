@@ -17,7 +17,7 @@ import datetime as _dt
 # waits for that thread at exit.
 import logging as _logging  # noqa: F401
 import threading as _threading  # noqa: F401
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 from ._errors import (
     ClockBehindRegistry,
@@ -65,6 +65,16 @@ from ._leafid import decode as _decode
 _atexit.register(_shutdown_logging)
 
 
+def __getattr__(name: str) -> Any:
+    # `Connecting` lives with the asyncio glue, imported on first use: `import leafid`
+    # does not pay for importing asyncio.
+    if name == "Connecting":
+        from ._aio import Connecting
+
+        return Connecting
+    raise AttributeError(f"module 'leafid' has no attribute {name!r}")
+
+
 class DecodedId(NamedTuple):
     """The parts of a snowflake id."""
 
@@ -92,6 +102,7 @@ __all__ = [
     "ClockSkew",
     "Closed",
     "ConfigError",
+    "Connecting",
     "DecodedId",
     "IdCipher",
     "InvalidConfig",

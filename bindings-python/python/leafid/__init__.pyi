@@ -1,7 +1,8 @@
 """Type stubs of leafid (the native classes live in ``leafid._leafid``).
 
 The async twins return an ``asyncio.Future`` of the running loop (``RuntimeError``
-without one): await it, cancel it, or pass it to ``asyncio.wait``."""
+without one): await it, cancel it, or pass it to ``asyncio.wait``. ``connect`` returns a
+``Connecting``, such a future that is also an async context manager."""
 
 import array
 import asyncio
@@ -10,6 +11,7 @@ from os import PathLike
 from types import TracebackType
 from typing import Iterable, Iterator, NamedTuple, Optional, Sequence, Union, final
 
+from ._aio import Connecting as Connecting
 from ._errors import (
     ClockBehindRegistry as ClockBehindRegistry,
     ClockError as ClockError,
@@ -45,6 +47,7 @@ __all__ = [
     "ClockSkew",
     "Closed",
     "ConfigError",
+    "Connecting",
     "DecodedId",
     "IdCipher",
     "InvalidConfig",
@@ -87,50 +90,67 @@ class TagStats:
     """One tag's state, as Leaf's /cache page shows it, plus refill figures."""
 
     @property
-    def tag(self) -> str: ...
+    def tag(self) -> str:
+        """The tag."""
     @property
-    def initialized(self) -> bool: ...
+    def initialized(self) -> bool:
+        """Whether its first segment was loaded."""
     @property
     def current(self) -> int:
         """Index (0 or 1) of the current segment in ``segments``."""
     @property
-    def next_ready(self) -> bool: ...
+    def next_ready(self) -> bool:
+        """Whether the next segment is loaded and waiting."""
     @property
     def segments(self) -> list[tuple[int, int, int]]:
         """``(value, max, step)`` of both segments."""
     @property
-    def step(self) -> int: ...
+    def step(self) -> int:
+        """The step of the latest load (dynamic)."""
     @property
-    def min_step(self) -> int: ...
+    def min_step(self) -> int:
+        """The table's step (the floor of the dynamic step)."""
     @property
-    def refills(self) -> int: ...
+    def refills(self) -> int:
+        """Successful loads so far."""
     @property
     def last_refill(self) -> Optional[float]:
         """Seconds the latest refill took."""
     @property
-    def last_error(self) -> Optional[str]: ...
+    def last_error(self) -> Optional[str]:
+        """The latest load's error, cleared by the next success."""
 
 @final
 class TagHandle:
-    """The fast way to issue ids for one tag; also an endless iterator."""
+    """The fast way to issue ids for one tag (``SegmentGenerator.tag``); also an endless
+    iterator."""
 
     @property
-    def tag(self) -> str: ...
-    def next_id(self) -> int: ...
-    def next_ids(self, n: int) -> list[int]: ...
+    def tag(self) -> str:
+        """The tag."""
+    def next_id(self) -> int:
+        """The next id; when none is at hand, waits up to ``wait_timeout`` with the GIL
+        released (Ctrl-C interrupts)."""
+    def next_ids(self, n: int) -> list[int]:
+        """``n`` ids, ascending; waits as ``next_id`` does."""
     def next_ids_array(self, n: int) -> "array.array[int]":
         """``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work."""
     def next_id_async(self) -> "asyncio.Future[int]":
-        """``next_id`` that waits (up to ``wait_timeout``) on the core's runtime, never
-        on the event loop's thread."""
-    def next_ids_async(self, n: int) -> "asyncio.Future[list[int]]": ...
+        """``next_id`` that waits (up to ``wait_timeout``) on the core's runtime, never on
+        the event loop's thread."""
+    def next_ids_async(self, n: int) -> "asyncio.Future[list[int]]":
+        """``next_ids`` that waits on the core's runtime, never on the loop's thread."""
     def __iter__(self) -> Iterator[int]: ...
     def __next__(self) -> int: ...
 
 @final
 class SegmentGenerator:
     """Issues ids for the tags of one ``leaf_alloc`` table (``mysql://…``,
-    ``sqlite://path`` or ``memory:``)."""
+    ``sqlite://path`` or ``memory:``).
+
+    The constructor connects and loads the tag list; ``tags``: tags whose first
+    segments are loaded before it returns. Waits with the GIL released; Ctrl-C
+    interrupts. ``connect`` does the same as a coroutine."""
 
     def __new__(
         cls,
@@ -143,9 +163,7 @@ class SegmentGenerator:
         max_step: int = 1_000_000,
         js_safe: bool = False,
         tags: Optional[Sequence[str]] = None,
-    ) -> "SegmentGenerator":
-        """Connects and loads the tag list; ``tags``: tags whose first segments are
-        loaded before it returns. Waits with the GIL released; Ctrl-C interrupts."""
+    ) -> "SegmentGenerator": ...
     @staticmethod
     def connect(
         url: str,
@@ -157,18 +175,24 @@ class SegmentGenerator:
         max_step: int = 1_000_000,
         js_safe: bool = False,
         tags: Optional[Sequence[str]] = None,
-    ) -> "asyncio.Future[SegmentGenerator]":
-        """The constructor as a coroutine: the I/O runs on the core's runtime and the
-        event loop goes on meanwhile."""
+    ) -> Connecting["SegmentGenerator"]:
+        """The constructor as a coroutine: the I/O runs on the core's runtime and the event
+        loop goes on meanwhile. ``gen = await SegmentGenerator.connect(url)``, or
+        ``async with SegmentGenerator.connect(url) as gen:`` (closed at the block's end)."""
     def next_id(self, tag: str) -> int:
         """The next id of ``tag``; when none is at hand, waits up to ``wait_timeout``
         with the GIL released (Ctrl-C interrupts)."""
-    def next_ids(self, tag: str, n: int) -> list[int]: ...
+    def next_ids(self, tag: str, n: int) -> list[int]:
+        """``n`` ids of ``tag``, ascending; waits as ``next_id`` does."""
     def next_id_async(self, tag: str) -> "asyncio.Future[int]":
         """``next_id`` that waits on the core's runtime, never on the loop's thread."""
-    def next_ids_async(self, tag: str, n: int) -> "asyncio.Future[list[int]]": ...
-    def tag(self, tag: str) -> TagHandle: ...
-    def tags(self) -> list[str]: ...
+    def next_ids_async(self, tag: str, n: int) -> "asyncio.Future[list[int]]":
+        """``next_ids`` that waits on the core's runtime, never on the loop's thread."""
+    def tag(self, tag: str) -> TagHandle:
+        """A handle on ``tag``: the fast way to issue its ids. Raises ``TagNotFound``
+        when the store does not have it."""
+    def tags(self) -> list[str]:
+        """The tags known at the last refresh."""
     def create_tag(
         self,
         tag: str,
@@ -177,7 +201,9 @@ class SegmentGenerator:
         description: str = "",
         *,
         exist_ok: bool = False,
-    ) -> None: ...
+    ) -> None:
+        """Adds ``tag`` to the table, its first id ``start``; raises ``TagExists`` if it
+        is there already, unless ``exist_ok`` (then the existing row is kept as it is)."""
     def create_tag_async(
         self,
         tag: str,
@@ -186,14 +212,24 @@ class SegmentGenerator:
         description: str = "",
         *,
         exist_ok: bool = False,
-    ) -> "asyncio.Future[None]": ...
-    def create_table(self) -> None: ...
-    def create_table_async(self) -> "asyncio.Future[None]": ...
-    def refresh(self) -> None: ...
-    def refresh_async(self) -> "asyncio.Future[None]": ...
-    def stats(self) -> list[TagStats]: ...
-    def close(self) -> None: ...
-    def aclose(self) -> "asyncio.Future[None]": ...
+    ) -> "asyncio.Future[None]":
+        """``create_tag`` as an awaitable."""
+    def create_table(self) -> None:
+        """Creates the ``leaf_alloc`` table (Leaf's schema) if it does not exist."""
+    def create_table_async(self) -> "asyncio.Future[None]":
+        """``create_table`` as an awaitable."""
+    def refresh(self) -> None:
+        """Reloads the tag list from the store now (it is also reloaded every
+        ``refresh_interval`` seconds)."""
+    def refresh_async(self) -> "asyncio.Future[None]":
+        """``refresh`` as an awaitable."""
+    def stats(self) -> list[TagStats]:
+        """The state of every tag this generator has loaded, as Leaf's ``/cache`` page
+        shows it. Never waits on I/O."""
+    def close(self) -> None:
+        """Stops issuing: later calls raise ``Closed``. Does no I/O."""
+    def aclose(self) -> "asyncio.Future[None]":
+        """``close()`` as an awaitable (closing a segment generator does no I/O)."""
     def __enter__(self) -> "SegmentGenerator": ...
     def __exit__(
         self,
@@ -212,7 +248,8 @@ class SegmentGenerator:
 @final
 class Layout:
     """How the 63 bits of a snowflake id are split, and the epoch (default: Leaf's,
-    ``LEAF_EPOCH_MS``)."""
+    ``LEAF_EPOCH_MS``). Bits must sum to 63, or to 53 for ids below 2^53; raises
+    ``InvalidConfig``."""
 
     def __new__(
         cls,
@@ -220,8 +257,7 @@ class Layout:
         worker_bits: int = 10,
         sequence_bits: int = 12,
         epoch_ms: int = ...,
-    ) -> "Layout":
-        """Bits must sum to 63, or to 53 for ids below 2^53; raises ``InvalidConfig``."""
+    ) -> "Layout": ...
     @staticmethod
     def js_safe() -> "Layout":
         """Ids below 2^53 (exact in a JavaScript number): 41 timestamp bits (until
@@ -231,21 +267,39 @@ class Layout:
     def max_id(self) -> int:
         """The largest id the layout can produce (2^63 - 1, or 2^53 - 1 for ``js_safe``)."""
     @property
-    def timestamp_bits(self) -> int: ...
+    def timestamp_bits(self) -> int:
+        """Bits of the timestamp (ms since ``epoch_ms``)."""
     @property
-    def worker_bits(self) -> int: ...
+    def worker_bits(self) -> int:
+        """Bits of the worker id."""
     @property
-    def sequence_bits(self) -> int: ...
+    def sequence_bits(self) -> int:
+        """Bits of the sequence within a millisecond."""
     @property
-    def epoch_ms(self) -> int: ...
+    def epoch_ms(self) -> int:
+        """The epoch, in ms since the Unix epoch."""
     @property
-    def max_worker_id(self) -> int: ...
+    def max_worker_id(self) -> int:
+        """The largest worker id the layout holds."""
 
 @final
 class SnowflakeGenerator:
     """Issues snowflake ids with a worker id from a registry: ``fixed:7``,
     ``local:///dir``, ``zookeeper://host:port/name?port=P``,
-    ``zookeeper-recycle://host:port/name``, ``mysql://user:pass@host/db?port=P``."""
+    ``zookeeper-recycle://host:port/name``, ``mysql://user:pass@host/db?port=P``.
+
+    Acquires a worker id from ``registry``. Durations are in seconds:
+    ``heartbeat`` (how often the time bound is persisted), ``max_backward`` (largest
+    backward clock step waited out), ``startup_wait`` (how long start-up waits for a
+    clock behind the worker's floor), ``max_skew`` (largest difference allowed
+    between the local clock and the registry's clock; ``None``: the core's default,
+    5 s; ``fixed:`` and ``local:`` have no clock to compare with). Ranges are the
+    core's (``SnowflakeBuilder``); a value outside raises ``InvalidConfig``.
+
+    Raises ``WorkerIdInUse`` when the identity's worker id has another live holder
+    and the registry cannot give a distinct one, ``ClockSkew`` beyond ``max_skew``,
+    ``InvalidUrl`` before any I/O for an identity Java Leaf cannot read (a ``-`` in
+    ``ip``, ``port`` or a ``zookeeper://`` name)."""
 
     def __new__(
         cls,
@@ -257,19 +311,7 @@ class SnowflakeGenerator:
         max_backward: float = 0.005,
         startup_wait: float = 10.0,
         max_skew: Optional[float] = None,
-    ) -> "SnowflakeGenerator":
-        """Acquires a worker id from ``registry``. Durations are in seconds:
-        ``heartbeat`` (how often the time bound is persisted), ``max_backward`` (largest
-        backward clock step waited out), ``startup_wait`` (how long start-up waits for a
-        clock behind the worker's floor), ``max_skew`` (largest difference allowed
-        between the local clock and the registry's clock; ``None``: the core's default,
-        5 s; ``fixed:`` and ``local:`` have no clock to compare with). Ranges are the
-        core's (``SnowflakeBuilder``); a value outside raises ``InvalidConfig``.
-
-        Raises ``WorkerIdInUse`` when the identity's worker id has another live holder
-        and the registry cannot give a distinct one, ``ClockSkew`` beyond ``max_skew``,
-        ``InvalidUrl`` before any I/O for an identity Java Leaf cannot read (a ``-`` in
-        ``ip``, ``port`` or a ``zookeeper://`` name)."""
+    ) -> "SnowflakeGenerator": ...
     @staticmethod
     def connect(
         registry: str,
@@ -280,26 +322,31 @@ class SnowflakeGenerator:
         max_backward: float = 0.005,
         startup_wait: float = 10.0,
         max_skew: Optional[float] = None,
-    ) -> "asyncio.Future[SnowflakeGenerator]":
+    ) -> Connecting["SnowflakeGenerator"]:
         """The constructor as a coroutine: the registry's I/O runs on the core's runtime
-        and the event loop goes on meanwhile."""
+        and the event loop goes on meanwhile. ``sf = await SnowflakeGenerator.connect(r)``,
+        or ``async with SnowflakeGenerator.connect(r) as sf:`` (closed at the block's end)."""
     def next_id(self) -> int:
         """The next id, greater than every id this generator issued before. Raises
         ``ClockMovedBackwards``, ``LeaseLost`` when the registry took the worker id away,
         ``ClockSkew`` when a heartbeat found the clocks more than ``max_skew`` apart
         (issuing resumes once they agree), ``Closed`` after ``close()``."""
-    def next_ids(self, n: int) -> list[int]: ...
+    def next_ids(self, n: int) -> list[int]:
+        """``n`` ids, ascending; Ctrl-C interrupts a big batch between milliseconds."""
     def next_ids_array(self, n: int) -> "array.array[int]":
         """``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work."""
     def next_id_async(self) -> "asyncio.Future[int]":
         """``next_id`` that waits on the core's runtime, never on the loop's thread."""
-    def next_ids_async(self, n: int) -> "asyncio.Future[list[int]]": ...
+    def next_ids_async(self, n: int) -> "asyncio.Future[list[int]]":
+        """``next_ids`` that waits on the core's runtime, never on the loop's thread."""
     def __iter__(self) -> Iterator[int]: ...
     def __next__(self) -> int: ...
     @property
-    def worker_id(self) -> int: ...
+    def worker_id(self) -> int:
+        """The worker id this generator holds."""
     @property
-    def layout(self) -> Layout: ...
+    def layout(self) -> Layout:
+        """The layout of its ids."""
     def close(self, timeout: Optional[float] = None) -> bool:
         """Stops issuing and releases the worker id, waiting at most ``timeout``
         seconds (``None``: 3 s, the core's ``DEFAULT_CLOSE_WAIT``) for the registry.
@@ -307,7 +354,8 @@ class SnowflakeGenerator:
         the background and, if the registry stays unreachable, the lease expires on its
         side. Later calls raise ``Closed``. Ctrl-C interrupts the wait."""
     def aclose(self) -> "asyncio.Future[bool]":
-        """``close()`` as a coroutine, with the default wait."""
+        """``close()`` as an awaitable, with the default wait; resolves to ``True`` when
+        the worker id was released in time."""
     def __enter__(self) -> "SnowflakeGenerator": ...
     def __exit__(
         self,
@@ -330,10 +378,12 @@ class DecodedId(NamedTuple):
     worker_id: int
     sequence: int
     @property
-    def datetime(self) -> datetime.datetime: ...
+    def datetime(self) -> datetime.datetime:
+        """The timestamp as an aware UTC datetime."""
 
 def decode(id: int, layout: Optional[Layout] = None) -> DecodedId:
-    """Splits a snowflake id into timestamp, worker id and sequence."""
+    """Splits a snowflake id into timestamp, worker id and sequence (Leaf's layout by
+    default)."""
 
 @final
 class IdCipher:
@@ -343,8 +393,7 @@ class IdCipher:
     ``key`` is 16, 24 or 32 secret bytes (AES-128/192/256); keep it forever. Encrypted
     ids are positive 64-bit ints but not ordered: store the plain id, show the
     encrypted one. Wrong key length, and ids that are 0, negative or past 2**63-1,
-    raise ``InvalidConfig`` (a ``ValueError``); a non-int raises ``TypeError``.
-    """
+    raise ``InvalidConfig`` (a ``ValueError``); a non-int raises ``TypeError``."""
 
     def __new__(cls, key: bytes) -> "IdCipher": ...
     def encrypt(self, id: int) -> int:

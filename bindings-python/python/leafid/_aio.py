@@ -5,13 +5,42 @@ on its own runtime and settles the future made here, from another thread, throug
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Optional, Tuple
+from types import TracebackType
+from typing import Any, Optional, Tuple, Type, TypeVar, cast
+
+_T = TypeVar("_T")
 
 
 def new_future() -> Tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]"]:
     """The running loop and a fresh future on it (``RuntimeError`` outside a coroutine)."""
     loop = asyncio.get_running_loop()
     return loop, loop.create_future()
+
+
+class Connecting(asyncio.Future[_T]):
+    """A generator being connected (what ``connect`` returns): an ``asyncio.Future``, so
+    ``gen = await SegmentGenerator.connect(url)`` gives the generator, and also an async
+    context manager, so ``async with SegmentGenerator.connect(url) as gen:`` connects,
+    and closes the generator at the end of the block (``aclose()``)."""
+
+    async def __aenter__(self) -> _T:
+        generator: Any = await self
+        return cast(_T, await generator.__aenter__())
+
+    async def __aexit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        generator: Any = self.result()
+        await generator.__aexit__(exc_type, exc, tb)
+
+
+def new_connecting() -> Tuple[asyncio.AbstractEventLoop, "Connecting[Any]"]:
+    """``new_future`` for ``connect``: the future is a ``Connecting``."""
+    loop = asyncio.get_running_loop()
+    return loop, Connecting(loop=loop)
 
 
 def settle(

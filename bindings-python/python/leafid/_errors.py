@@ -1,17 +1,30 @@
 """The exception hierarchy: one class per ``leafid::Error`` variant of the core.
 
 The native module raises these by name (``bindings-python/src/error.rs``); every
-instance carries the core's message and a stable ``code`` (the same string Node's
-errors carry, e.g. ``"LEAF_TAG_NOT_FOUND"``).
+instance carries the core's message, a stable ``code`` (the same string Node's errors
+carry, e.g. ``"LEAF_TAG_NOT_FOUND"``) and, where the core has one, the underlying
+``cause`` (text), with the underlying exception itself as ``__cause__`` where the core
+keeps it (an ``OSError`` for ``Io``).
+
+The groups say what a caller can do: ``ConfigError`` (fix the input or the deployment;
+retrying never helps), ``UnavailableError`` (retry once the server is back),
+``ClockError`` (wait, or fix the clock). Every class shows as ``leafid.X`` in tracebacks.
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
 
 class LeafError(Exception):
-    """Base class of every leafid error."""
+    """Base class of every leafid error.
+
+    ``code``: the core's stable code (``"LEAF_TAG_NOT_FOUND"``, the same string Node
+    shows). ``cause``: the underlying error as text (``"Connection refused (os error
+    111)"``), or ``None`` when there is none."""
 
     code: str = "LEAF_ERROR"
+    cause: Optional[str] = None
 
     def __str__(self) -> str:
         # KeyError would print its argument with quotes; keep the core's message as is.
@@ -19,11 +32,13 @@ class LeafError(Exception):
 
 
 class ConfigError(LeafError, ValueError):
-    """Bad input or configuration, refused before any I/O."""
+    """Bad input or configuration: retrying the same call never helps."""
 
 
 class InvalidTag(ConfigError):
-    """An empty, over-long or otherwise unusable tag."""
+    """An empty, over-long or otherwise unusable tag; ``tag`` is the tag as given."""
+
+    tag: Optional[str] = None
 
 
 class InvalidUrl(ConfigError):
@@ -38,16 +53,22 @@ class WorkerIdOutOfRange(ConfigError):
     """A worker id that does not fit the layout."""
 
 
+class TableMissing(ConfigError):
+    """The table the store needs does not exist (``table`` names it): create it with
+    ``create_table()`` or Leaf's DDL. A configuration error, not an outage: waiting
+    never brings the table."""
+
+    table: Optional[str] = None
+
+
 class TagNotFound(LeafError, KeyError):
-    """The tag is not in the store (or was not at the last refresh)."""
+    """The tag is not in the store (or was not at the last refresh); ``tag`` names it."""
+
+    tag: Optional[str] = None
 
 
 class UnavailableError(LeafError):
     """A server or file the generator depends on failed."""
-
-
-class TableMissing(UnavailableError):
-    """The table the store needs does not exist."""
 
 
 class StoreUnavailable(UnavailableError):
@@ -55,7 +76,10 @@ class StoreUnavailable(UnavailableError):
 
 
 class SegmentsExhausted(UnavailableError):
-    """Both segments of a tag were spent and no refill came in time."""
+    """Both segments of a tag were spent and no refill came in time; ``tag`` names it,
+    ``cause`` is the last refill error (``None`` when the refill was merely slow)."""
+
+    tag: Optional[str] = None
 
 
 class RegistryUnavailable(UnavailableError):
@@ -104,7 +128,9 @@ class ClockSkew(ClockError):
 
 
 class TagExists(LeafError):
-    """``create_tag`` on a tag that exists already."""
+    """``create_tag`` on a tag that exists already; ``tag`` names it."""
+
+    tag: Optional[str] = None
 
 
 class Closed(LeafError):
@@ -113,3 +139,11 @@ class Closed(LeafError):
 
 class Malformed(LeafError):
     """A registry node or cache file that cannot be parsed."""
+
+
+# Tracebacks and reprs name the public path (``leafid.TagNotFound``), where users import
+# the classes from; pickling finds them there too.
+for _cls in list(globals().values()):
+    if isinstance(_cls, type) and issubclass(_cls, LeafError):
+        _cls.__module__ = "leafid"
+del _cls

@@ -37,10 +37,11 @@ pub(super) fn refusal(shown: &str, recycle_dir: &str, found: &[&str], name: &str
     Error::InvalidConfig(format!(
         "zookeeper-recycle {shown}: {found} exist: the NotFound9 fork's zk_recycle servers \
          use this pool, and they pick worker ids without reading leafid's leases, so leafid \
-         cannot share it without issuing duplicate ids. A mixed fleet with the fork's \
-         zk_recycle must use a distinct leaf.name / name in the URL (for example \
-         zookeeper-recycle://…/{name}-leafid); to move the whole fleet to leafid, stop every \
-         fork server first and then delete {recycle_dir}/notuse and {recycle_dir}/inuse"
+         cannot share it without issuing duplicate ids. To move the fleet to leafid, stop \
+         every fork server first, then delete {recycle_dir}/notuse and {recycle_dir}/inuse. \
+         A mixed fleet with the fork's zk_recycle must use a distinct leaf.name / name in the \
+         URL (for example zookeeper-recycle://…/{name}-leafid), whose worker ids are a \
+         separate space: only for ids that never meet the fork's (another table or service)"
     ))
 }
 

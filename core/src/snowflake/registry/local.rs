@@ -123,14 +123,16 @@ impl LocalRegistry {
         let dir = std::fs::canonicalize(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         refuse_network_fs(&dir)?;
         let now = super::system_now_ms();
-        // The free id with the lowest floor, in case every free id's floor is ahead.
-        let mut earliest: Option<(u32, i64)> = None;
+        // The free id with the lowest floor, in case every free id's floor is ahead,
+        // kept locked while the scan goes on: let go and locked again at the end, it
+        // could be taken meanwhile by a process starting at the same time.
+        let mut best: Option<(u32, Held, i64)> = None;
         let fresh_floor = now.saturating_add(NO_BOUND_FLOOR.as_millis() as i64);
         for id in 0..=max_worker_id {
             // An id with no bound file gets `fresh_floor`, no better than the candidate
             // in hand: skipped without creating its lock file (a scan would otherwise
             // leave one per id of the space in the directory).
-            if earliest.is_some_and(|(_, f)| f <= fresh_floor)
+            if best.as_ref().is_some_and(|(_, _, f)| *f <= fresh_floor)
                 && !bound_file_path(&dir, id).exists()
             {
                 continue;
@@ -139,19 +141,24 @@ impl LocalRegistry {
                 continue; // held by a live process (or another generator here)
             };
             if floor < now {
+                if let Some((_, other, _)) = best {
+                    other.release();
+                }
                 return Ok(self.keep(id, held, floor));
             }
             // A bound ahead of the clock (a crashed holder's look-ahead, or no bound):
             // taking this id would mean waiting; look for a free id that needs no wait.
-            if earliest.is_none_or(|(_, f)| floor < f) {
-                earliest = Some((id, floor));
+            match &best {
+                Some((_, _, f)) if *f <= floor => held.release(),
+                _ => {
+                    if let Some((_, other, _)) = best.replace((id, held, floor)) {
+                        other.release();
+                    }
+                }
             }
-            held.release();
         }
-        if let Some((id, _)) = earliest {
-            if let Some((held, floor)) = lock_id(&dir, id, super::system_now_ms())? {
-                return Ok(self.keep(id, held, floor));
-            }
+        if let Some((id, held, floor)) = best {
+            return Ok(self.keep(id, held, floor));
         }
         Err(Error::WorkerIdExhausted {
             pool: dir.display().to_string(),

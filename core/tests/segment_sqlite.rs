@@ -113,3 +113,23 @@ fn sqlite_row_with_a_step_below_one_is_refused_and_max_id_stays() {
         assert_eq!(db.max_id(tag), ("integer".to_string(), "100".to_string()));
     }
 }
+
+/// Issue 20: one row whose `biz_tag` is not text (SQLite's dynamic typing: a BLOB, or a
+/// number in a table made by hand without TEXT affinity) failed the listing of every
+/// tag, so the whole store was unavailable. The row is skipped alone.
+#[test]
+fn sqlite_row_whose_tag_is_not_text_is_skipped_alone() {
+    let db = open();
+    db.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES ('good', 1, 10)");
+    db.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (X'FF00', 1, 10)");
+    db.sql("INSERT INTO leaf_alloc (biz_tag, max_id, step) VALUES (CAST(X'FF' AS TEXT), 1, 10)");
+    db.refresh();
+    assert_eq!(db.gen.tags(), vec!["good".to_string()]);
+    assert!(db.gen.next_id("good").unwrap() >= 1);
+    let g = db.gen.clone();
+    let rows = leafid::runtime::block_on(async move { g.rows().await }).unwrap();
+    assert_eq!(
+        rows.iter().map(|r| r.tag.as_str()).collect::<Vec<_>>(),
+        ["good"]
+    );
+}

@@ -349,6 +349,22 @@ mod tests {
         assert_eq!(e.key, "leaf.jdbc.url");
     }
 
+    /// Issue 20: Java Leaf runs with a `leaf.name` holding a `-`; `leafid serve` refused
+    /// the same `leaf.properties` (the core's URL check), with the wrong reason.
+    #[test]
+    fn a_leaf_name_with_a_dash_is_served() {
+        for mode in ["zk_normal", "zk_recycle"] {
+            let text = format!(
+                "leaf.segment.enable=false\nleaf.name=com-sankuai-leaf\nleaf.snowflake.port=8080\n\
+                 leaf.snowflake.zk.address=127.0.0.1:2181\nleaf.snowflake.mode={mode}\n"
+            );
+            let url = from_properties(&text).unwrap().snowflake_url.unwrap();
+            assert!(url.contains("/com-sankuai-leaf"), "{url}");
+            let url = format!("{url}&ip=10.0.0.1");
+            leafid::RegistryConfig::parse(&url).unwrap_or_else(|e| panic!("{mode}: {e}"));
+        }
+    }
+
     #[test]
     fn fork_modes_pick_the_registry() {
         let base = "leaf.segment.enable=false\nleaf.name=n\nleaf.snowflake.port=7000\n";

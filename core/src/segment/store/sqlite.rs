@@ -37,6 +37,15 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS leaf_alloc (
   update_time TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP
 )";
 
+/// Rows whose `biz_tag` is text valid as UTF-8. SQLite's dynamic typing lets a hand-made
+/// table (or a BLOB insert) hold another type there; such a row is no tag anyone can
+/// ask for, and is skipped (and reported) rather than failing the listing of all tags.
+macro_rules! text_tag {
+    () => {
+        "typeof(biz_tag) = 'text'"
+    };
+}
+
 /// How long SQLite waits for another process's write lock, and how long `SQLITE_BUSY`
 /// answers that the busy timeout does not cover are retried.
 const BUSY_WAIT: Duration = Duration::from_secs(10);
@@ -89,6 +98,52 @@ impl SqliteStore {
             .busy_timeout(BUSY_WAIT)
     }
 
+    /// Logs the rows `text_tag!` leaves out of a listing, once per listing, so the
+    /// operator learns why a row is missing.
+    async fn report_untagged(&self) -> Result<()> {
+        let row = self
+            .run(|c| {
+                Box::pin(
+                    sqlx::query(concat!(
+                        "SELECT COUNT(*), GROUP_CONCAT(DISTINCT typeof(biz_tag)) \
+                         FROM leaf_alloc WHERE NOT (",
+                        text_tag!(),
+                        ")"
+                    ))
+                    .fetch_one(c),
+                )
+            })
+            .await?;
+        let count: i64 = row.try_get(0).unwrap_or(0);
+        if count > 0 {
+            let types: Option<String> = row.try_get(1).unwrap_or(None);
+            tracing::warn!(
+                rows = count,
+                types = types.as_deref().unwrap_or(""),
+                path = %self.path,
+                "leaf_alloc rows whose biz_tag is not text are skipped; fix or delete them"
+            );
+        }
+        Ok(())
+    }
+
+    /// Refuses a database on a network filesystem: SQLite's own locking is unreliable
+    /// over NFS and its kin (SQLite's documentation says so), and two processes could
+    /// then receive overlapping segments. The directory is checked (the file may not
+    /// exist yet).
+    fn refuse_network_fs(&self) -> Result<()> {
+        let file = std::path::Path::new(&self.path);
+        let dir = match file.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => std::path::Path::new("."),
+        };
+        match crate::snowflake::registry::host_lock::network_fs(dir) {
+            // A directory that does not exist yet: the open reports it.
+            Err(_) | Ok(None) => Ok(()),
+            Ok(Some(kind)) => Err(network_fs_refusal(&self.path, kind)),
+        }
+    }
+
     /// Runs `op` on the connection inside a fork pass, opening the connection first if
     /// needed, and again while SQLite reports the file busy. The busy timeout covers
     /// most waits, but SQLite returns `SQLITE_BUSY` at once in a few cases (two
@@ -109,6 +164,7 @@ impl SqliteStore {
             let outcome = {
                 let _pass = quiet::enter().await?;
                 if slot.is_none() {
+                    self.refuse_network_fs()?;
                     let conn = self.options().connect().await.map_err(|e| {
                         Error::store(format!("cannot open SQLite database {:?}: {e}", self.path))
                     })?;
@@ -146,6 +202,15 @@ impl SqliteStore {
             }
         }
     }
+}
+
+/// The error for a SQLite database on a network filesystem of kind `kind`.
+fn network_fs_refusal(path: &str, kind: &str) -> Error {
+    Error::InvalidConfig(format!(
+        "SQLite database {path:?} is on a network filesystem ({kind}): SQLite's file locking \
+         is unreliable there, so two processes could receive the same segment; put the file \
+         on a local disk, or use mysql:// for processes on several hosts"
+    ))
 }
 
 impl Drop for SqliteStore {
@@ -266,11 +331,28 @@ impl SegmentStore for SqliteStore {
     fn tags(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         Box::pin(async move {
             let rows = self
-                .run(|c| Box::pin(sqlx::query("SELECT biz_tag FROM leaf_alloc").fetch_all(c)))
+                .run(|c| {
+                    Box::pin(
+                        sqlx::query(concat!(
+                            "SELECT biz_tag FROM leaf_alloc WHERE ",
+                            text_tag!()
+                        ))
+                        .fetch_all(c),
+                    )
+                })
                 .await?;
-            rows.iter()
-                .map(|r| r.try_get::<String, _>(0).map_err(db_error))
-                .collect()
+            self.report_untagged().await?;
+            // A text that is not UTF-8 (a CAST of a BLOB) fails alone, not the listing.
+            Ok(rows
+                .iter()
+                .filter_map(|r| match r.try_get::<String, _>(0) {
+                    Ok(tag) => Some(tag),
+                    Err(e) => {
+                        tracing::warn!(error = %e, path = %self.path, "a leaf_alloc row's biz_tag is unreadable; skipped");
+                        None
+                    }
+                })
+                .collect())
         })
     }
 
@@ -295,27 +377,38 @@ impl SegmentStore for SqliteStore {
             let rows = self
                 .run(|c| {
                     Box::pin(
-                        sqlx::query(
+                        sqlx::query(concat!(
                             "SELECT biz_tag, CAST(max_id AS INTEGER) AS max_id, \
                              CAST(step AS INTEGER) AS step, description, update_time \
-                             FROM leaf_alloc ORDER BY biz_tag",
-                        )
+                             FROM leaf_alloc WHERE ",
+                            text_tag!(),
+                            " ORDER BY biz_tag"
+                        ))
                         .fetch_all(c),
                     )
                 })
                 .await?;
-            rows.iter()
-                .map(|r| {
-                    Ok(TagRow {
-                        tag: r.try_get("biz_tag")?,
-                        max_id: r.try_get("max_id")?,
-                        step: r.try_get("step")?,
-                        description: r.try_get("description")?,
-                        update_time: r.try_get("update_time")?,
+            self.report_untagged().await?;
+            // A row that does not decode (a tag or description that is not UTF-8) is
+            // skipped alone, as in `tags`.
+            Ok(rows
+                .iter()
+                .filter_map(|r| {
+                    let row = (|| {
+                        Ok::<_, sqlx::Error>(TagRow {
+                            tag: r.try_get("biz_tag")?,
+                            max_id: r.try_get("max_id")?,
+                            step: r.try_get("step")?,
+                            description: r.try_get("description")?,
+                            update_time: r.try_get("update_time")?,
+                        })
+                    })();
+                    row.map_err(|e| {
+                        tracing::warn!(error = %e, path = %self.path, "a leaf_alloc row is unreadable; skipped");
                     })
+                    .ok()
                 })
-                .collect::<std::result::Result<_, sqlx::Error>>()
-                .map_err(db_error)
+                .collect())
         })
     }
 
@@ -476,5 +569,35 @@ mod quiet {
         // The parent's statements did not come along.
         RUNNING.store(0, Ordering::SeqCst);
         FORKING.store(false, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 20: `local:` refused network filesystems, the SQLite store did not,
+    /// although SQLite's locking is no more reliable there.
+    #[test]
+    fn a_database_on_a_network_filesystem_is_refused_with_the_reason() {
+        let e = network_fs_refusal("/mnt/nfs/ids.db", "NFS");
+        let Error::InvalidConfig(msg) = e else {
+            panic!("{e:?}")
+        };
+        assert!(
+            msg.contains("/mnt/nfs/ids.db") && msg.contains("NFS"),
+            "{msg}"
+        );
+        assert!(msg.contains("locking is unreliable"), "{msg}");
+        // A local directory (and a relative path, checked in the working directory)
+        // passes, and so does one that does not exist yet (the open reports it).
+        let dir = tempfile::tempdir().unwrap();
+        for path in [
+            format!("{}/ids.db", dir.path().display()),
+            "ids.db".to_string(),
+            format!("{}/missing/ids.db", dir.path().display()),
+        ] {
+            SqliteStore::at(path).refuse_network_fs().unwrap();
+        }
     }
 }

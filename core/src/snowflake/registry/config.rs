@@ -183,11 +183,15 @@ fn check_port(url: &str, port: &str) -> Result<()> {
 
 /// Refuses a part of a Leaf identity (`ip`, `port`, the `leaf.name`) that Java Leaf
 /// cannot read back: Leaf splits forever-node names `{ip}:{port}-{seq}` on `-`, so a `-`
-/// in the ip or port makes every Java Leaf server under that name fail to start, and a
-/// `-` in the name breaks Leaf's own new-node path in a tree leafid created first.
+/// in the ip or port makes every Java Leaf server under that name fail to start. A `-`
+/// in the name is accepted, as Java Leaf accepts it (see [`warn_dash_in_name`]).
 fn check_leaf_part(url: &str, what: &str, value: &str) -> Result<()> {
-    let refused =
-        |c: char| matches!(c, '-' | '/') || c.is_whitespace() || (what == "port" && c == ':');
+    let refused = |c: char| {
+        (c == '-' && what != "name")
+            || c == '/'
+            || c.is_whitespace()
+            || (what == "port" && c == ':')
+    };
     if let Some(c) = value.chars().find(|&c| refused(c)) {
         return Err(bad(
             url,
@@ -198,6 +202,25 @@ fn check_leaf_part(url: &str, what: &str, value: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Warns about a `leaf.name` with a `-`. Java Leaf runs with such a name: it splits only
+/// the child names `{ip}:{port}-{seq}` on `-`, except on one path, a server whose
+/// `ip:port` has no node yet in a `forever` tree that already exists, which splits the
+/// whole new node's path (`/snowflake/{name}/forever/{ip}:{port}-{seq}`) and fails to
+/// start. leafid itself is not affected; the warning names the case for a mixed fleet.
+#[cfg(feature = "zookeeper")]
+fn warn_dash_in_name(name: &str) {
+    if name.contains('-') {
+        tracing::warn!(
+            leaf_name = name,
+            "leaf.name contains '-': leafid and Java Leaf both run with it, but a Java Leaf \
+             server whose ip:port has no node yet under an existing /snowflake/{{name}}/forever \
+             fails to start (Leaf's new-node path splits the whole node path on '-'); Java \
+             servers that already have a node, or that create the tree, are not affected. \
+             Start new Java Leaf servers under a name without '-' in a mixed fleet"
+        );
+    }
 }
 
 /// The identity ip: `?ip=` when given, else the host's first non-loopback IPv4
@@ -389,9 +412,9 @@ impl RegistryConfig {
             if path.is_empty() {
                 return Err(bad(url, "missing lock directory"));
             }
-            return Ok(RegistryConfig::Local {
-                dir: PathBuf::from(path),
-            });
+            let dir = super::local::absolute_dir(std::path::Path::new(path))
+                .map_err(|reason| bad(url, reason))?;
+            return Ok(RegistryConfig::Local { dir });
         }
         if let Some(rest) = url.strip_prefix("zookeeper-recycle://") {
             let (connect, name, pairs, session_timeout_ms, connect_timeout_ms) =
@@ -479,7 +502,11 @@ impl RegistryConfig {
     pub(crate) fn build(&self, _max_worker_id: u32) -> Result<Arc<dyn WorkerRegistry>> {
         match self {
             RegistryConfig::Fixed(id) => Ok(Arc::new(FixedRegistry::new(*id))),
-            RegistryConfig::Local { dir } => Ok(Arc::new(LocalRegistry::new(dir.clone()))),
+            RegistryConfig::Local { dir } => {
+                // A config built by hand skips the parser: the same refusal here.
+                let dir = super::local::absolute_dir(dir).map_err(Error::InvalidConfig)?;
+                Ok(Arc::new(LocalRegistry::new(dir)))
+            }
             #[cfg(feature = "zookeeper")]
             RegistryConfig::Zookeeper {
                 connect,
@@ -488,14 +515,17 @@ impl RegistryConfig {
                 port,
                 session_timeout_ms,
                 connect_timeout_ms,
-            } => Ok(Arc::new(ZookeeperRegistry::new(
-                connect.clone(),
-                name.clone(),
-                ip.clone(),
-                port.clone(),
-                Duration::from_millis(*session_timeout_ms as u64),
-                Duration::from_millis(*connect_timeout_ms as u64),
-            ))),
+            } => Ok(Arc::new({
+                warn_dash_in_name(name);
+                ZookeeperRegistry::new(
+                    connect.clone(),
+                    name.clone(),
+                    ip.clone(),
+                    port.clone(),
+                    Duration::from_millis(*session_timeout_ms as u64),
+                    Duration::from_millis(*connect_timeout_ms as u64),
+                )
+            })),
             #[cfg(feature = "mysql")]
             RegistryConfig::Mysql { url, ip, port } => {
                 Ok(Arc::new(MysqlRegistry::new(url, ip.clone(), port.clone())?))
@@ -612,7 +642,6 @@ mod tests {
         for url in [
             "zookeeper://127.0.0.1:2181/order?port=80-81",
             "zookeeper://127.0.0.1:2181/order?port=8080&ip=10.0.0-1",
-            "zookeeper://127.0.0.1:2181/my-order?port=8080&ip=10.0.0.1",
             "mysql://u:p@127.0.0.1:3306/db?port=80-81&ip=10.0.0.1",
             "mysql://u:p@127.0.0.1:3306/db?port=8080&ip=host-a",
         ] {
@@ -621,6 +650,63 @@ mod tests {
         }
         // The recycle pool is leafid's own tree: its name may carry a '-'.
         assert!(RegistryConfig::parse("zookeeper-recycle://127.0.0.1:2181/my-pool").is_ok());
+    }
+
+    /// Issue 20: Java Leaf runs with a `leaf.name` holding a `-` (only its new-node path
+    /// in an existing tree breaks); leafid refused the name, with the wrong reason.
+    #[test]
+    fn a_leaf_name_with_a_dash_is_accepted() {
+        let c =
+            RegistryConfig::parse("zookeeper://127.0.0.1:2181/leaf-order?port=8080&ip=10.0.0.1")
+                .unwrap();
+        assert!(matches!(c, RegistryConfig::Zookeeper { ref name, .. } if name == "leaf-order"));
+        // The ip and port still may not: Java splits `{ip}:{port}-{seq}` on '-'.
+        assert!(RegistryConfig::parse(
+            "zookeeper://127.0.0.1:2181/leaf-order?port=80-81&ip=10.0.0.1"
+        )
+        .is_err());
+    }
+
+    /// Issue 20 row 1: a relative `local:` directory was resolved against each process's
+    /// working directory, so one config started from two directories held two locks.
+    #[test]
+    fn relative_local_directories_are_refused_with_the_absolute_form() {
+        for (url, suggested) in [
+            ("local:workers", "local:///workers"),
+            ("local://workers", "local:///workers"),
+            (
+                "local://var/lib/leafid/workers",
+                "local:///var/lib/leafid/workers",
+            ),
+            ("local://./w", "local:///w"),
+            ("local://~/w", "local:///~/w"),
+        ] {
+            let e = RegistryConfig::parse(url).unwrap_err();
+            assert!(matches!(e, Error::InvalidUrl { .. }), "{url}: {e:?}");
+            let msg = e.to_string();
+            assert!(msg.contains(suggested), "{url}: {msg}");
+            assert!(msg.contains("working directory"), "{url}: {msg}");
+        }
+        // A hand-built config skips the parser; building refuses it the same way.
+        let hand = RegistryConfig::Local {
+            dir: "workers".into(),
+        };
+        assert!(matches!(hand.build(1023), Err(Error::InvalidConfig(_))));
+        // The same directory spelled two ways is one (the symlinks at acquire).
+        for url in [
+            "local:/var/lib/leafid/workers",
+            "local:///var/lib/leafid/workers/",
+            "local:///var/lib/./leafid//workers",
+            "local:////var/lib/leafid/workers",
+        ] {
+            assert_eq!(
+                RegistryConfig::parse(url).unwrap(),
+                RegistryConfig::Local {
+                    dir: "/var/lib/leafid/workers".into()
+                },
+                "{url}"
+            );
+        }
     }
 
     #[test]

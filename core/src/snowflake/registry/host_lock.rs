@@ -78,6 +78,21 @@ pub fn host_name() -> String {
 /// `flock` is emulated with other semantics or covers one client only, so it cannot
 /// keep two hosts (or even two processes) from one worker id.
 pub fn refuse_network_fs(dir: &Path) -> Result<()> {
+    let Some(name) = network_fs(dir)? else {
+        return Ok(());
+    };
+    Err(Error::InvalidConfig(format!(
+        "{} is on a network filesystem ({name}), where file locks cannot keep two processes from \
+         one worker id; use a local directory (e.g. under /run or /var/lib) for local:// and the \
+         cache directory, or zookeeper-recycle:// for hosts that share storage",
+        dir.display()
+    )))
+}
+
+/// The kind of network or cluster filesystem `dir` is on (`"NFS"`, `"FUSE"`, …), `None`
+/// for a local one. Shared by every user of file locks: `local:`, the cache directory's
+/// locks, and the SQLite segment store (whose locking is no more reliable there).
+pub fn network_fs(dir: &Path) -> Result<Option<&'static str>> {
     const NFS: i64 = 0x6969;
     const SMB: i64 = 0x517b;
     const CIFS: i64 = 0xff53_4d42;
@@ -115,14 +130,9 @@ pub fn refuse_network_fs(dir: &Path) -> Result<()> {
         GFS2 => "GFS2",
         OCFS2 => "OCFS2",
         BEEGFS => "BeeGFS",
-        _ => return Ok(()),
+        _ => return Ok(None),
     };
-    Err(Error::InvalidConfig(format!(
-        "{} is on a network filesystem ({name}), where file locks cannot keep two processes from \
-         one worker id; use a local directory (e.g. under /run or /var/lib) for local:// and the \
-         cache directory, or zookeeper-recycle:// for hosts that share storage",
-        dir.display()
-    )))
+    Ok(Some(name))
 }
 
 /// An exclusive lock on a file, held while this value lives (or until [`HostLock::unlock`]).

@@ -41,10 +41,18 @@ fn watch_forks() {
     });
 }
 
-/// The abstract socket address for `identity` (hashed when too long for `sun_path`).
+/// The longest address used, in bytes: `sun_path` holds 108 bytes, one of which is the
+/// abstract namespace's leading NUL.
+const MAX_ADDRESS: usize = 100;
+
+/// The abstract socket address for `identity`: `leafid/<identity>`, or when that is over
+/// [`MAX_ADDRESS`] bytes, its first 60 *bytes* (cut back to a character boundary, so the
+/// name stays readable in `ss`) and a hash of the whole identity. Counted in bytes, not
+/// characters: a `leaf.name` or database name in Chinese takes three bytes a character,
+/// and a name cut at 60 characters did not fit, so `bind` failed with EINVAL.
 fn address(identity: &str) -> Vec<u8> {
     let name = format!("leafid/{identity}");
-    if name.len() <= 100 {
+    if name.len() <= MAX_ADDRESS {
         return name.into_bytes();
     }
     // FNV-1a: stable across processes and Rust versions.
@@ -53,8 +61,14 @@ fn address(identity: &str) -> Vec<u8> {
         h ^= b as u64;
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
-    let short: String = identity.chars().take(60).collect();
-    format!("leafid/{short}#{h:016x}").into_bytes()
+    let mut cut = identity.len().min(60);
+    while !identity.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    // 7 + at most 60 + 1 + 16 bytes: within MAX_ADDRESS. Identical to the names of
+    // earlier versions for ASCII identities, so old and new processes still exclude
+    // each other.
+    format!("leafid/{}#{h:016x}", &identity[..cut]).into_bytes()
 }
 
 /// The process holding `identity` on this host, found the way `ss -xp` finds it: the
@@ -215,6 +229,30 @@ mod tests {
         let a = IdentityLock::try_claim(&format!("{base}1{}", unique())).unwrap();
         let b = IdentityLock::try_claim(&format!("{base}2{}", unique())).unwrap();
         assert!(a.is_some() && b.is_some());
+    }
+
+    /// Issue 20: a Chinese identity over 100 bytes (but under 60 characters) was cut by
+    /// characters, the address did not fit `sun_path`, and `bind` failed with EINVAL.
+    #[test]
+    fn a_long_multi_byte_identity_is_cut_by_bytes_and_claimed() {
+        let base = format!(
+            "zookeeper/美团点评分布式号段服务订单中心/{}",
+            "汉".repeat(30)
+        );
+        assert!(
+            base.chars().count() < 60 && base.len() > 100,
+            "{}",
+            base.len()
+        );
+        let id = format!("{base}{}", unique());
+        assert!(address(&id).len() <= MAX_ADDRESS, "{}", address(&id).len());
+        let a = IdentityLock::try_claim(&id).unwrap().expect("free");
+        assert!(IdentityLock::try_claim(&id).unwrap().is_none());
+        assert_eq!(holder_pid(&id), Some(std::process::id()));
+        // Two identities that share the kept prefix stay two (the hash).
+        let b = IdentityLock::try_claim(&format!("{id}二")).unwrap();
+        assert!(b.is_some());
+        a.release();
     }
 
     #[test]

@@ -1,38 +1,93 @@
 //! `local` — worker ids held by file locks in one directory on one host.
 //!
-//! Worker id `n` belongs to whoever holds an exclusive lock on `<dir>/worker-<n>.lock`
-//! ([`HostLock`]: `flock`, tied to the file's path). The kernel drops the lock when the
-//! holder's last descriptor closes, so a process that dies (even by SIGKILL) frees its id
-//! at once. Every renew checks that the lock file is still the one locked; a file
-//! unlinked or replaced under its holder (a tmp cleaner) stops the holder's issuing,
-//! because another process may since have locked a new file at that path. The directory
+//! The directory must be absolute: a relative one would be resolved against each
+//! process's working directory, and one configuration started from two directories
+//! would hold two locks on one worker id ([`absolute_dir`] refuses it when the URL is
+//! parsed, before any I/O). At every acquire the directory is created and canonicalised
+//! (symlinks, `.` and `//` resolved), so the same directory spelled two ways is one.
+//!
+//! Worker id `n` of directory `D` (canonical) belongs to whoever holds both
+//! - an [`IdentityLock`] named `local:D#n` (an abstract Unix socket: no file to delete,
+//!   shared by every user of the host's network namespace), and
+//! - an exclusive lock on `D/worker-<n>.lock` ([`HostLock`]: `flock`, tied to the file's
+//!   path), which also excludes processes of other network namespaces sharing `D`.
+//!
+//! The kernel drops both when the holder's last descriptor closes, so a process that
+//! dies (even by SIGKILL) frees its id at once. The identity claim is what survives the
+//! directory being emptied under a live holder (`rm -rf`, a deploy that recreates it, a
+//! remount): a newcomer then finds a new, unlocked file, but the id's identity is still
+//! held, so it takes another id. Every renew checks that the lock file is still the one
+//! locked; a file unlinked or replaced under its holder is [`fence::lost`] (rule 2): the
+//! holder stops issuing, and its re-acquire releases the identity first. The directory
 //! must be on a local filesystem: network filesystems are refused.
 //!
-//! The last bound of id `n` is kept beside the lock in `<dir>/worker-<n>.json` and is the
-//! next holder's floor. Acquire prefers a free id whose floor is already past, so a
-//! crashed holder's bound ahead of the clock never makes a newcomer wait while another
-//! id is free.
+//! The last bound of id `n` is kept beside the lock in `D/worker-<n>.json` and is the
+//! next holder's floor. An id with no bound file (never used, or its file deleted with
+//! the directory: fence rule 3, a record with no floor) gets the floor
+//! `now +` [`NO_BOUND_FLOOR`]: a previous holder that died may have issued up to its
+//! last bound, which with the default settings is at most 6 s ahead of its clock. So
+//! the first start on each id of a new directory waits that long once; a holder
+//! configured with a longer lookahead whose directory is emptied after it died, with the
+//! clock then stepped back, is covered only by its own cache file (same user). Acquire
+//! prefers a free id whose floor is already past, so a crashed holder's bound ahead of
+//! the clock, or a fresh id, never makes a newcomer wait while another id is free.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use super::cache::{CacheEntry, WorkerCache};
+use super::fence;
 use super::host_lock::{refuse_network_fs, Attempt, HostLock};
+use super::identity_lock::IdentityLock;
 use super::{IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
+
+/// The floor of an id with no bound file is this far ahead of the clock: the
+/// generator's default lookahead (twice the default 3 s heartbeat), the furthest a
+/// default holder's bound reaches past its clock.
+pub const NO_BOUND_FLOOR: Duration = Duration::from_secs(6);
+
+/// The directory of a `local:` URL or config: refused when relative (it would be
+/// resolved against each process's working directory), else normalised lexically
+/// (`/a/./b`, `/a//b/` are `/a/b`; symlinks are resolved at acquire). No I/O.
+pub(crate) fn absolute_dir(dir: &Path) -> std::result::Result<PathBuf, String> {
+    if !dir.is_absolute() {
+        let shown = dir.to_string_lossy();
+        let rel = shown.trim_start_matches("./");
+        return Err(format!(
+            "lock directory {shown:?} is relative: every process would resolve it against its \
+             own working directory, so one configuration started from two directories would \
+             lock two different files and issue ids as the same worker; write an absolute \
+             directory, with three slashes: local:///{rel} (for example \
+             local:///var/lib/leafid/workers)"
+        ));
+    }
+    Ok(dir.components().collect())
+}
+
+/// What this registry holds for one worker id.
+#[derive(Debug)]
+struct Held {
+    lock: HostLock,
+    /// Held as long as the lock; released with it.
+    identity: IdentityLock,
+    /// The canonical directory the id was taken in (its bound file lives there).
+    dir: PathBuf,
+}
 
 /// A registry of file locks in a directory.
 #[derive(Debug)]
 pub struct LocalRegistry {
     dir: PathBuf,
-    /// Lock files held by this registry, by worker id.
-    held: Mutex<HashMap<u32, HostLock>>,
+    /// Locks held by this registry, by worker id.
+    held: Mutex<HashMap<u32, Held>>,
 }
 
 impl LocalRegistry {
-    /// A registry in `dir` (created at `acquire` when missing).
+    /// A registry in `dir` (created at `acquire` when missing; must be absolute).
     pub fn new(dir: impl Into<PathBuf>) -> LocalRegistry {
         LocalRegistry {
             dir: dir.into(),
@@ -40,87 +95,84 @@ impl LocalRegistry {
         }
     }
 
-    /// The directory.
+    /// The directory, as configured.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
-    fn lock_path(&self, id: u32) -> PathBuf {
-        self.dir.join(format!("worker-{id}.lock"))
-    }
-
-    fn bound_file(&self, id: u32) -> WorkerCache {
-        WorkerCache::at(self.dir.join(format!("worker-{id}.json")))
-    }
-
     /// Closes this process's copies of the lock files without unlocking them. For a
     /// child after `fork()`: the locks are shared with the parent, which still owns
-    /// them; keeping the copies open would hold the parent's ids after it exits.
+    /// them; keeping the copies open would hold the parent's ids after it exits. (The
+    /// identity claims are closed in the child by [`IdentityLock`]'s fork handler.)
     pub(crate) fn forget_inherited(&self) {
         // try_lock: a parent thread may have held the mutex at the fork; then the
         // copies stay open until this process exits, which is safe, only less prompt.
         if let Ok(held) = self.held.try_lock() {
-            for lock in held.values() {
-                lock.forget_inherited();
+            for h in held.values() {
+                h.lock.forget_inherited();
             }
         }
     }
 
     fn try_take(&self, max_worker_id: u32) -> Result<Lease> {
+        // Also for a registry built with LocalRegistry::new, which skips the parser.
+        absolute_dir(&self.dir).map_err(Error::InvalidConfig)?;
         std::fs::create_dir_all(&self.dir).map_err(|e| not_creatable(&self.dir, e))?;
-        refuse_network_fs(&self.dir)?;
+        // Once per acquire, after creating it: the identity names and the files of
+        // this lease use the one spelling every process resolves the same.
+        let dir = std::fs::canonicalize(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
+        refuse_network_fs(&dir)?;
         let now = super::system_now_ms();
-        // The free id with the lowest floor, in case every free id's floor is ahead.
-        let mut earliest: Option<(u32, i64)> = None;
+        // The free id with the lowest floor, in case every free id's floor is ahead,
+        // kept locked while the scan goes on: let go and locked again at the end, it
+        // could be taken meanwhile by a process starting at the same time.
+        let mut best: Option<(u32, Held, i64)> = None;
+        let fresh_floor = now.saturating_add(NO_BOUND_FLOOR.as_millis() as i64);
         for id in 0..=max_worker_id {
-            let Some((lock, floor)) = self.lock_id(id)? else {
+            // An id with no bound file gets `fresh_floor`, no better than the candidate
+            // in hand: skipped without creating its lock file (a scan would otherwise
+            // leave one per id of the space in the directory).
+            if best.as_ref().is_some_and(|(_, _, f)| *f <= fresh_floor)
+                && !bound_file_path(&dir, id).exists()
+            {
+                continue;
+            }
+            let Some((held, floor)) = lock_id(&dir, id, now)? else {
                 continue; // held by a live process (or another generator here)
             };
             if floor < now {
-                return Ok(self.keep(id, lock, floor));
+                if let Some((_, other, _)) = best {
+                    other.release();
+                }
+                return Ok(self.keep(id, held, floor));
             }
-            // A bound ahead of the clock (a crashed holder's look-ahead): taking this id
-            // would mean waiting; look for a free id that needs no wait first.
-            if earliest.is_none_or(|(_, f)| floor < f) {
-                earliest = Some((id, floor));
+            // A bound ahead of the clock (a crashed holder's look-ahead, or no bound):
+            // taking this id would mean waiting; look for a free id that needs no wait.
+            match &best {
+                Some((_, _, f)) if *f <= floor => held.release(),
+                _ => {
+                    if let Some((_, other, _)) = best.replace((id, held, floor)) {
+                        other.release();
+                    }
+                }
             }
-            lock.unlock();
         }
-        if let Some((id, _)) = earliest {
-            if let Some((lock, floor)) = self.lock_id(id)? {
-                return Ok(self.keep(id, lock, floor));
-            }
+        if let Some((id, held, floor)) = best {
+            return Ok(self.keep(id, held, floor));
         }
         Err(Error::WorkerIdExhausted {
-            pool: self.dir.display().to_string(),
+            pool: dir.display().to_string(),
             size: max_worker_id + 1,
         })
     }
 
-    /// Locks worker id `id` and reads its floor; `None` when another holder has it.
-    fn lock_id(&self, id: u32) -> Result<Option<(HostLock, i64)>> {
-        let lock = match HostLock::try_lock(&self.lock_path(id))? {
-            Attempt::Locked(lock) => lock,
-            Attempt::Held(_) => return Ok(None),
-        };
-        // The previous holder's bound. A malformed file is an error, not a floor of
-        // zero, because guessing low could reissue ids.
-        match self.bound_file(id).read() {
-            Ok(entry) => Ok(Some((lock, entry.map(|e| e.bound_ms).unwrap_or(i64::MIN)))),
-            Err(e) => {
-                lock.unlock();
-                Err(e)
-            }
-        }
-    }
-
-    fn keep(&self, id: u32, lock: HostLock, floor: i64) -> Lease {
-        let location = lock.path().display().to_string();
+    fn keep(&self, id: u32, held: Held, floor: i64) -> Lease {
+        let location = held.lock.path().display().to_string();
+        tracing::debug!(worker_id = id, dir = %held.dir.display(), floor, "local worker id taken");
         self.held
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id, lock);
-        tracing::debug!(worker_id = id, dir = %self.dir.display(), floor, "local worker id taken");
+            .insert(id, held);
         Lease {
             worker_id: id,
             floor_ms: floor,
@@ -129,33 +181,89 @@ impl LocalRegistry {
     }
 }
 
+impl Held {
+    fn release(&self) {
+        // Explicit unlock: frees the id even if a forked child still holds a copy of
+        // the descriptor. The identity last, so no newcomer finds it free while the
+        // lock file is still ours.
+        self.lock.unlock();
+        self.identity.release();
+    }
+}
+
+/// The identity claimed for worker id `id` of the canonical directory `dir`.
+fn identity(dir: &Path, id: u32) -> String {
+    format!("local:{}#{id}", dir.to_string_lossy())
+}
+
+fn bound_file_path(dir: &Path, id: u32) -> PathBuf {
+    dir.join(format!("worker-{id}.json"))
+}
+
+fn bound_file(dir: &Path, id: u32) -> WorkerCache {
+    WorkerCache::at(bound_file_path(dir, id))
+}
+
+/// Claims worker id `id` of `dir` (identity, then lock file) and reads its floor;
+/// `None` when another holder has either.
+fn lock_id(dir: &Path, id: u32, now: i64) -> Result<Option<(Held, i64)>> {
+    // The identity first: it survives the directory being emptied under its holder,
+    // where a new lock file would be free.
+    let Some(identity) = IdentityLock::try_claim(&identity(dir, id))? else {
+        return Ok(None);
+    };
+    let lock = match HostLock::try_lock(&dir.join(format!("worker-{id}.lock")))? {
+        Attempt::Locked(lock) => lock,
+        Attempt::Held(_) => return Ok(None), // the claim is dropped (released) here
+    };
+    let held = Held {
+        lock,
+        identity,
+        dir: dir.to_path_buf(),
+    };
+    // The previous holder's bound. A malformed file is an error, not a floor of zero,
+    // because guessing low could reissue ids. No file: fence rule 3, a record with no
+    // floor; a dead holder may have issued up to its lost bound (module docs).
+    match bound_file(dir, id).read() {
+        Ok(Some(entry)) => Ok(Some((held, entry.bound_ms))),
+        Ok(None) => {
+            let floor = now.saturating_add(NO_BOUND_FLOOR.as_millis() as i64);
+            Ok(Some((held, floor)))
+        }
+        Err(e) => {
+            held.release();
+            Err(e)
+        }
+    }
+}
+
 impl WorkerRegistry for LocalRegistry {
     fn acquire(&self, max_worker_id: u32, _limit: Arc<IssueLimit>) -> BoxFuture<'_, Result<Lease>> {
-        // A held flock cannot be lost while the process lives, so the limit is never lowered.
+        // The locks cannot be taken from a live process; a lock file deleted under it is
+        // found by `renew`, whose LeaseLost makes the generator lower the limit.
         Box::pin(async move { self.try_take(max_worker_id) })
     }
 
     fn renew<'a>(&'a self, lease: &'a Lease, bound_ms: i64) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            {
+            let dir = {
                 let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-                let Some(lock) = held.get(&lease.worker_id) else {
-                    return Err(Error::LeaseLost {
-                        worker_id: lease.worker_id,
-                        cause: format!("{} is not locked by this registry", lease.location),
-                    });
+                let Some(h) = held.get(&lease.worker_id) else {
+                    return Err(fence::lost(
+                        lease.worker_id,
+                        format!("{} is not locked by this registry", lease.location),
+                    ));
                 };
-                lock.touch();
-                // A lock file unlinked or replaced: another process may hold this id now.
-                lock.check().map_err(|e| match e {
-                    Error::LeaseLost { cause, .. } => Error::LeaseLost {
-                        worker_id: lease.worker_id,
-                        cause,
-                    },
+                h.lock.touch();
+                // A lock file (or its directory) unlinked or replaced: another process
+                // may lock a new file there now (fence rule 2).
+                h.lock.check().map_err(|e| match e {
+                    Error::LeaseLost { cause, .. } => fence::lost(lease.worker_id, cause),
                     other => other,
                 })?;
-            }
-            self.bound_file(lease.worker_id).write(CacheEntry {
+                h.dir.clone()
+            };
+            bound_file(&dir, lease.worker_id).write(CacheEntry {
                 worker_id: lease.worker_id,
                 bound_ms,
             })
@@ -164,15 +272,13 @@ impl WorkerRegistry for LocalRegistry {
 
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let lock = self
+            let held = self
                 .held
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(&lease.worker_id);
-            if let Some(lock) = lock {
-                // Explicit unlock: frees the id even if a forked child still holds a
-                // copy of the descriptor.
-                lock.unlock();
+            if let Some(held) = held {
+                held.release();
             }
             Ok(())
         })

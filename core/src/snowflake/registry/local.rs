@@ -23,19 +23,18 @@
 //!
 //! The last bound of id `n` is kept beside the lock in `D/worker-<n>.json` and is the
 //! next holder's floor. An id with no bound file (never used, or its file deleted with
-//! the directory: fence rule 3, a record with no floor) gets the floor
-//! `now +` [`NO_BOUND_FLOOR`]: a previous holder that died may have issued up to its
-//! last bound, which with the default settings is at most 6 s ahead of its clock. So
-//! the first start on each id of a new directory waits that long once; a holder
-//! configured with a longer lookahead whose directory is emptied after it died, with the
-//! clock then stepped back, is covered only by its own cache file (same user). Acquire
+//! the directory: fence rule 3, a record with no floor) gets the floor *now*: a live
+//! holder of it would still hold its identity claim (so the id is not free), and a
+//! holder that died issued only at timestamps up to its clock when it died, which is
+//! behind the clock now. Its bound ahead of the clock would matter only after a
+//! backward clock step, which every generator refuses on its own against its cache file
+//! and the `max_backward` limit. A new directory therefore costs no wait. Acquire
 //! prefers a free id whose floor is already past, so a crashed holder's bound ahead of
-//! the clock, or a fresh id, never makes a newcomer wait while another id is free.
+//! the clock never makes a newcomer wait while another id is free.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use super::cache::{CacheEntry, WorkerCache};
 use super::fence;
@@ -44,11 +43,6 @@ use super::identity_lock::IdentityLock;
 use super::{IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
-
-/// The floor of an id with no bound file is this far ahead of the clock: the
-/// generator's default lookahead (twice the default 3 s heartbeat), the furthest a
-/// default holder's bound reaches past its clock.
-pub const NO_BOUND_FLOOR: Duration = Duration::from_secs(6);
 
 /// The directory of a `local:` URL or config: refused when relative (it would be
 /// resolved against each process's working directory), else normalised lexically
@@ -127,7 +121,8 @@ impl LocalRegistry {
         // kept locked while the scan goes on: let go and locked again at the end, it
         // could be taken meanwhile by a process starting at the same time.
         let mut best: Option<(u32, Held, i64)> = None;
-        let fresh_floor = now.saturating_add(NO_BOUND_FLOOR.as_millis() as i64);
+        // An id with no bound file gets the floor `now` (module docs).
+        let fresh_floor = now;
         for id in 0..=max_worker_id {
             // An id with no bound file gets `fresh_floor`, no better than the candidate
             // in hand: skipped without creating its lock file (a scan would otherwise
@@ -226,10 +221,7 @@ fn lock_id(dir: &Path, id: u32, now: i64) -> Result<Option<(Held, i64)>> {
     // floor; a dead holder may have issued up to its lost bound (module docs).
     match bound_file(dir, id).read() {
         Ok(Some(entry)) => Ok(Some((held, entry.bound_ms))),
-        Ok(None) => {
-            let floor = now.saturating_add(NO_BOUND_FLOOR.as_millis() as i64);
-            Ok(Some((held, floor)))
-        }
+        Ok(None) => Ok(Some((held, now))),
         Err(e) => {
             held.release();
             Err(e)

@@ -196,4 +196,12 @@ mod tests {
         }]);
         assert!(html.contains("<td>&lt;b&gt;</td><td>1</td><td>2</td><td>t</td>"));
     }
+
+    #[test]
+    fn monitor_pages_link_no_stylesheet() {
+        // leafid serves no /css/…: a page linking Java's Bootstrap would fetch a 404.
+        for html in [cache(&[]), db(&[])] {
+            assert!(!html.contains("<link") && !html.contains(".css"), "{html}");
+        }
+    }
 }

@@ -105,7 +105,10 @@ fn next_reserves_exactly_the_ids_it_prints() {
     let (ok, _, err) = run(&db.url, &["next", "nope"]);
     assert!(!ok);
     assert!(err.contains("leafid create-tag nope"), "{err}");
-    assert!(!err.contains("create_tag(") && !err.contains("refresh()"), "{err}");
+    assert!(
+        !err.contains("create_tag(") && !err.contains("refresh()"),
+        "{err}"
+    );
     assert!(!run(&db.url, &["next", &tag, "-n", "0"]).0);
 }
 

@@ -20,8 +20,7 @@ use crate::cli::LogFormat;
 
 /// Installs the global subscriber: `level` unless `RUST_LOG` says otherwise.
 pub fn init(log_format: LogFormat, level: &str) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level.to_string()));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
     let builder = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(filter);

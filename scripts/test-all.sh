@@ -67,6 +67,13 @@ loom() {
 # One target directory for cargo, maturin and napi, so the core compiles once.
 export CARGO_TARGET_DIR="$root/target"
 
+# server/tests/deploy.rs checks deploy/leafid.service with `systemd-analyze verify`
+# (Debian's systemd package, installed when missing, as services.sh installs MariaDB).
+if ! command -v systemd-analyze >/dev/null; then
+    sudo=$([ "$(id -u)" = 0 ] || echo sudo)
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd </dev/null ||
+        echo "systemd-analyze could not be installed: server/tests/deploy.rs will fail"
+fi
 stage rust cargo test --workspace --all-targets --no-fail-fast
 # The registry adversary matrix (issue 20): leafid processes against the real services,
 # one adversary per row, zero duplicates asserted; one `ADVERSARY` line per row. Kept

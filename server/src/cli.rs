@@ -3,15 +3,44 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Examples shown at the end of `leafid --help`.
+const EXAMPLES: &str = "\
+Examples:
+  export LEAFID_URL=mysql://root:pw@127.0.0.1:3306/leaf   # or sqlite:///var/lib/leafid/ids.db
+  leafid init                                   # create leaf_alloc (safe to run again)
+  leafid create-tag order --step 1000 --exist-ok
+  leafid next order -n 5                         # reserves exactly 5 ids
+  leafid tags --json
+  leafid serve --listen 0.0.0.0:8080             # or LEAFID_LISTEN=0.0.0.0:8080
+  leafid serve --config leaf.properties          # Java Leaf's own file";
 
 /// leafid: Leaf's id server as one binary, and tools for its `leaf_alloc` table.
 #[derive(Debug, Parser)]
-#[command(name = "leafid", version, about)]
+#[command(name = "leafid", version, about, after_help = EXAMPLES)]
 pub struct Cli {
+    /// How to write the log (on stderr): `text`, or `json` (one object per line).
+    #[arg(
+        long,
+        global = true,
+        env = "LEAFID_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The log's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `target`, `message` and the fields.
+    Json,
 }
 
 /// The subcommands.
@@ -19,10 +48,17 @@ pub struct Cli {
 pub enum Command {
     /// Serve Leaf's HTTP API (`/api/segment/get/{key}`, `/api/snowflake/get/{key}`,
     /// `/cache`, `/db`, `/decodeSnowflakeId`) plus `/health` and `/metrics`.
+    #[command(after_help = SERVE_EXAMPLES)]
     Serve(ServeArgs),
-    /// List the tags of the table.
-    Tags(StoreArg),
-    /// Create a tag (a row of `leaf_alloc`) whose first id is --start.
+    /// Create the `leaf_alloc` table (MySQL, or the SQLite file and its table) when
+    /// missing. Safe to run again: it says what it found and what it did.
+    #[command(after_help = "Example:\n  leafid init --url mysql://root:pw@127.0.0.1:3306/leaf")]
+    Init(StoreArg),
+    /// List the tags of the table, one per line. Never creates anything.
+    #[command(after_help = "Example:\n  leafid tags --json")]
+    Tags(ListArgs),
+    /// Create a tag (a row of `leaf_alloc`) whose first id is --start. Reserves no id.
+    #[command(after_help = "Example:\n  leafid create-tag order --start 1 --step 1000 --exist-ok")]
     CreateTag {
         /// The store.
         #[command(flatten)]
@@ -38,27 +74,41 @@ pub enum Command {
         /// The row's description.
         #[arg(long, default_value = "")]
         description: String,
+        /// A tag that already exists is not an error (it is left as it is).
+        #[arg(long)]
+        exist_ok: bool,
     },
-    /// Print ids of a tag, one per line.
+    /// Print ids of a tag, one per line. Reserves exactly the ids it prints (`max_id`
+    /// rises by N, not by the tag's step), so no id is lost between runs.
+    #[command(after_help = "Example:\n  leafid next order -n 5")]
     Next {
         /// The store.
         #[command(flatten)]
         store: StoreArg,
         /// The tag.
         tag: String,
-        /// How many ids.
+        /// How many ids (1 to 2147483647).
         #[arg(short = 'n', default_value_t = 1)]
         n: u64,
     },
     /// Split a snowflake id (Leaf's layout) into time, worker id and sequence, as Leaf's
-    /// `/decodeSnowflakeId` does.
+    /// `/decodeSnowflakeId` does; prints its JSON map.
+    #[command(after_help = "Example:\n  leafid decode 2125721999861874692")]
     Decode {
-        /// The id.
+        /// The id (a non-negative decimal 64-bit integer).
         id: String,
     },
     /// Show every row of the table: tag, max_id, step, update time, description.
-    Stats(StoreArg),
+    /// Never creates anything.
+    #[command(after_help = "Example:\n  leafid stats --json")]
+    Stats(ListArgs),
 }
+
+const SERVE_EXAMPLES: &str = "\
+Examples:
+  leafid serve --config leaf.properties --listen 0.0.0.0:8080
+  leafid serve --url sqlite:///var/lib/leafid/ids.db --create-table --snowflake fixed:1
+  LEAFID_URL=mysql://leaf:pw@db:3306/leaf LEAFID_LISTEN=0.0.0.0:8080 leafid serve";
 
 /// The segment store an operator subcommand works on.
 #[derive(Debug, Args)]
@@ -68,22 +118,37 @@ pub struct StoreArg {
     pub url: String,
 }
 
-/// `leafid serve`.
+/// A listing subcommand's arguments.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// The store.
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Print JSON (an array) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `leafid serve`. Every flag may also come from the environment variable named in
+/// `--help`; a flag on the command line wins.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Leaf's `leaf.properties` (leaf.name, leaf.segment.enable, leaf.jdbc.*,
     /// leaf.snowflake.*).
-    #[arg(long)]
+    #[arg(long, env = "LEAFID_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Where to listen.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    /// Where to listen (`0.0.0.0:8080` for every interface, as in a container).
+    #[arg(long, env = "LEAFID_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// The segment store as leafid's URL (`mysql://…`, `sqlite://…`); overrides the
     /// properties' JDBC settings and enables segment mode.
-    #[arg(long)]
+    #[arg(long, env = "LEAFID_URL", hide_env_values = true)]
     pub url: Option<String>,
     /// The snowflake worker-id registry as leafid's URL (`zookeeper://host:2181/name?port=P`,
     /// `fixed:7`, `local:///dir`, …); overrides the properties and enables snowflake mode.
-    #[arg(long)]
+    #[arg(long, env = "LEAFID_SNOWFLAKE", hide_env_values = true)]
     pub snowflake: Option<String>,
+    /// Create `leaf_alloc` at start when it is missing (as `leafid init`).
+    #[arg(long, env = "LEAFID_CREATE_TABLE")]
+    pub create_table: bool,
 }

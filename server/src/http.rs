@@ -16,7 +16,7 @@ use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use axum::{Json, Router};
+use axum::Router;
 use leafid::{Error, SnowflakeGenerator};
 
 use crate::metrics::Metrics;
@@ -35,18 +35,118 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
 }
 
-/// Every route. Leaf maps its controllers with `@RequestMapping` (any method), so do we.
+/// Every route. Leaf maps its controllers with `@RequestMapping` (any method), so do we;
+/// as Spring MVC, each path also matches with a trailing slash (`/cache/`,
+/// `/api/segment/get/tagA/`), and `OPTIONS` on a mapped path is answered by the
+/// framework (see [`options`]), never by a handler that would consume an id.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/segment/get/{key}", any(segment_get))
+        .route("/api/segment/get/{key}/", any(segment_get))
         .route("/api/snowflake/get/{key}", any(snowflake_get))
+        .route("/api/snowflake/get/{key}/", any(snowflake_get))
         .route("/cache", any(cache))
+        .route("/cache/", any(cache))
         .route("/db", any(db))
+        .route("/db/", any(db))
         .route("/decodeSnowflakeId", any(decode))
+        .route("/decodeSnowflakeId/", any(decode))
+        .route_layer(axum::middleware::from_fn(options))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .fallback(not_found)
         .with_state(state)
+}
+
+/// Spring MVC's answer to `OPTIONS` on a path any method maps: an empty 200 with
+/// `Allow`, before the handler (a CORS preflight must not burn an id). Only on matched
+/// routes (a `route_layer`): an unmapped path stays a 404.
+async fn options(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    if req.method() == axum::http::Method::OPTIONS {
+        return (
+            StatusCode::OK,
+            [(header::ALLOW, "GET,HEAD,POST,PUT,PATCH,DELETE,OPTIONS")],
+        )
+            .into_response();
+    }
+    next.run(req).await
+}
+
+/// Spring's JSON answers: `application/json;charset=UTF-8`.
+fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json;charset=UTF-8")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// The `Accept` header's media types, most preferred first (by `q`, then concrete
+/// before wildcard, then order), as Spring's content negotiation sorts them.
+fn accepted(parts: &Parts) -> Vec<String> {
+    let Some(accept) = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return Vec::new();
+    };
+    let mut types: Vec<(String, u32, bool)> = accept
+        .split(',')
+        .filter_map(|item| {
+            let mut it = item.split(';');
+            let media = it.next()?.trim().to_ascii_lowercase();
+            if media.is_empty() {
+                return None;
+            }
+            let q = it
+                .filter_map(|p| p.trim().strip_prefix("q="))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            Some((media.clone(), (q * 1000.0) as u32, media.contains('*')))
+        })
+        .collect();
+    types.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)));
+    types.into_iter().map(|(m, _, _)| m).collect()
+}
+
+/// The content type Spring gives a `String` answer (the id endpoints): the caller's
+/// most preferred concrete type, `text/plain` for `*/*` or none, with `charset=UTF-8`.
+struct IdContentType(String);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdContentType {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let media = accepted(parts)
+            .into_iter()
+            .find(|m| !m.contains('*'))
+            .filter(|m| m.split('/').count() == 2 && m.is_ascii())
+            .unwrap_or_else(|| "text/plain".into());
+        Ok(IdContentType(format!("{media};charset=UTF-8")))
+    }
+}
+
+/// Whether a JSON answer (a `Map`, `/decodeSnowflakeId`) is acceptable: Spring's
+/// converters produce `application/json` and `application/*+json`; anything else
+/// the caller names alone is a 406.
+struct JsonAcceptable(bool);
+
+impl<S: Send + Sync> FromRequestParts<S> for JsonAcceptable {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let types = accepted(parts);
+        let ok = types.is_empty()
+            || types.iter().any(|m| {
+                m == "*/*"
+                    || m == "application/*"
+                    || m == "application/json"
+                    || (m.starts_with("application/") && m.ends_with("+json"))
+            });
+        Ok(JsonAcceptable(ok))
+    }
 }
 
 /// Whether the caller is a browser (`Accept: text/html`): Spring Boot answers those
@@ -78,9 +178,14 @@ fn spring_failure(
     let error = status.canonical_reason().unwrap_or("Error");
     let body = pages::spring_error(status.as_u16(), error, exception, message, path);
     if browser.0 {
-        (status, html(pages::whitelabel(&body))).into_response()
+        (
+            status,
+            [(header::CONTENT_LANGUAGE, "en")],
+            html(pages::whitelabel(&body)),
+        )
+            .into_response()
     } else {
-        (status, Json(body)).into_response()
+        json_response(status, &body)
     }
 }
 
@@ -93,13 +198,14 @@ async fn segment_get(
     Query(params): Params,
     OriginalUri(uri): OriginalUri,
     browser: Browser,
+    ctype: IdContentType,
 ) -> Response {
     let count = match batch_size(&params) {
         Ok(count) => count,
         Err(resp) => return resp,
     };
     let Some(slot) = &s.segment else {
-        return zero_id(count, "segment", uri.path(), browser);
+        return zero_id(count, "segment", uri.path(), browser, &ctype);
     };
     let Some(gen) = slot.get() else {
         return not_connected(&s.metrics, slot, uri.path(), browser);
@@ -111,7 +217,7 @@ async fn segment_get(
         Some(n) => gen.next_ids_async(&key, n).await,
     };
     match result {
-        Ok(ids) => ids_body(&ids),
+        Ok(ids) => ids_body(&ids, &ctype),
         Err(e) => leaf_failure(
             &s.metrics,
             "segment",
@@ -130,18 +236,19 @@ async fn snowflake_get(
     Query(params): Params,
     OriginalUri(uri): OriginalUri,
     browser: Browser,
+    ctype: IdContentType,
 ) -> Response {
     let count = match batch_size(&params) {
         Ok(count) => count,
         Err(resp) => return resp,
     };
     let Some(gen) = &s.snowflake else {
-        return zero_id(count, "snowflake", uri.path(), browser);
+        return zero_id(count, "snowflake", uri.path(), browser, &ctype);
     };
     // As for segment ids: at call time when at hand, else waited for by the core.
     let result = gen.next_ids_async(count.unwrap_or(1)).await;
     match result {
-        Ok(ids) => ids_body(&ids),
+        Ok(ids) => ids_body(&ids, &ctype),
         Err(e) => leaf_failure(
             &s.metrics,
             "snowflake",
@@ -177,8 +284,9 @@ fn batch_size(params: &HashMap<String, String>) -> Result<Option<usize>, Respons
         .map_err(|e| bad(e.to_string()))
 }
 
-/// Ids as plain text: Leaf's single decimal id, or one id per line for a batch.
-fn ids_body(ids: &[i64]) -> Response {
+/// Ids as text: Leaf's single decimal id, or one id per line for a batch, under the
+/// content type Spring would give (see [`IdContentType`]).
+fn ids_body(ids: &[i64], ctype: &IdContentType) -> Response {
     let body = match ids {
         [id] => id.to_string(),
         ids => {
@@ -190,7 +298,7 @@ fn ids_body(ids: &[i64]) -> Response {
             out
         }
     };
-    ([(header::CONTENT_TYPE, "text/plain;charset=UTF-8")], body).into_response()
+    ([(header::CONTENT_TYPE, ctype.0.as_str())], body).into_response()
 }
 
 /// Leaf's segment result codes (leaf-spec §1.9).
@@ -244,9 +352,15 @@ fn not_connected(metrics: &Metrics, slot: &SegmentSlot, path: &str, browser: Bro
 /// 200, recorded from Java Leaf). A batch (`?count=N`, leafid's own form, with no Leaf
 /// answer to keep) is an error, never N equal zeros in a successful answer: Leaf's own
 /// answer for a disabled mode's other pages (see [`mode_disabled`]).
-fn zero_id(count: Option<usize>, mode: &str, path: &str, browser: Browser) -> Response {
+fn zero_id(
+    count: Option<usize>,
+    mode: &str,
+    path: &str,
+    browser: Browser,
+    ctype: &IdContentType,
+) -> Response {
     match count {
-        None => ids_body(&[0]),
+        None => ids_body(&[0], ctype),
         Some(_) => mode_disabled(mode, path, browser),
     }
 }
@@ -322,9 +436,18 @@ async fn decode(
     Query(params): Params,
     OriginalUri(uri): OriginalUri,
     browser: Browser,
+    json_ok: JsonAcceptable,
 ) -> Response {
     match params.get("snowflakeId") {
-        Some(raw) => Json(pages::decode(raw)).into_response(),
+        // Spring's answer when the caller accepts no JSON (`Accept: text/html` alone).
+        Some(_) if !json_ok.0 => spring_failure(
+            StatusCode::NOT_ACCEPTABLE,
+            Some("org.springframework.web.HttpMediaTypeNotAcceptableException"),
+            "Could not find acceptable representation",
+            uri.path(),
+            browser,
+        ),
+        Some(raw) => json_response(StatusCode::OK, &pages::decode(raw)),
         // Spring's answer to a missing required @RequestParam.
         None => spring_failure(
             StatusCode::BAD_REQUEST,
@@ -356,7 +479,7 @@ async fn health(State(s): State<AppState>) -> Response {
         }),
         "snowflake": s.snowflake.as_ref().map(|g| serde_json::json!({ "workerId": g.worker_id() })),
     });
-    (status, Json(body)).into_response()
+    json_response(status, &body)
 }
 
 async fn metrics(State(s): State<AppState>) -> Response {

@@ -6,6 +6,7 @@ mod config;
 mod http;
 #[cfg(test)]
 mod http_props;
+mod logging;
 mod metrics;
 mod pages;
 mod serve;
@@ -23,14 +24,7 @@ async fn main() -> std::process::ExitCode {
     } else {
         "warn"
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
-        )
-        .init();
+    logging::init(cli.log_format, level);
     if !matches!(cli.command, Command::Serve(_)) {
         // The operator tools print to pipes (`leafid tags | head`): die quietly on a
         // closed pipe, as Unix tools do, instead of reporting EPIPE. Not for `serve`,
@@ -40,17 +34,19 @@ async fn main() -> std::process::ExitCode {
     }
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).await,
-        Command::Tags(s) => admin::tags(&s.url).await,
+        Command::Init(s) => admin::init(&s.url).await,
+        Command::Tags(l) => admin::tags(&l.store.url, l.json).await,
         Command::CreateTag {
             store,
             tag,
             start,
             step,
             description,
-        } => admin::create_tag(&store.url, &tag, start, step, &description).await,
+            exist_ok,
+        } => admin::create_tag(&store.url, &tag, start, step, &description, exist_ok).await,
         Command::Next { store, tag, n } => admin::next(&store.url, &tag, n).await,
         Command::Decode { id } => admin::decode(&id),
-        Command::Stats(s) => admin::stats(&s.url).await,
+        Command::Stats(l) => admin::stats(&l.store.url, l.json).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -83,12 +83,21 @@ fn escape(s: &str) -> String {
 /// `{"timestamp":"1567733700834(2019-09-06 09:35:00.834)","sequenceId":"3448","workerId":"39"}`,
 /// the date in the server's time zone; an id that is not a number gives Leaf's
 /// `{"errorMsg":"snowflake Id反解析发生异常!"}`. Leaf's layout and epoch, as Leaf hard-codes.
+///
+/// As Java's `Long.parseLong`, a leading `+` is accepted and any space refused; as Java's
+/// arithmetic, the shifts keep the sign: `-1` decodes to the epoch minus 1 ms, worker
+/// 1023, sequence 4095.
 pub fn decode(raw: &str) -> Value {
-    let Ok(id) = raw.trim().parse::<i64>() else {
+    let Ok(id) = raw.parse::<i64>() else {
         return json!({ "errorMsg": "snowflake Id反解析发生异常!" });
     };
-    let d = leafid::decode(id, &leafid::Layout::default());
-    let date = chrono::DateTime::from_timestamp_millis(d.timestamp_ms)
+    let layout = leafid::Layout::default();
+    let seq_bits = layout.sequence_bits();
+    let shift = seq_bits + layout.worker_bits();
+    let timestamp_ms = (id >> shift).saturating_add(layout.epoch_ms());
+    let worker_id = (id >> seq_bits) & ((1i64 << layout.worker_bits()) - 1);
+    let sequence = id & ((1i64 << seq_bits) - 1);
+    let date = chrono::DateTime::from_timestamp_millis(timestamp_ms)
         .map(|t| {
             t.with_timezone(&chrono::Local)
                 .format("%Y-%m-%d %H:%M:%S%.3f")
@@ -96,12 +105,9 @@ pub fn decode(raw: &str) -> Value {
         })
         .unwrap_or_default();
     let mut map = Map::new();
-    map.insert(
-        "timestamp".into(),
-        format!("{}({date})", d.timestamp_ms).into(),
-    );
-    map.insert("sequenceId".into(), d.sequence.to_string().into());
-    map.insert("workerId".into(), d.worker_id.to_string().into());
+    map.insert("timestamp".into(), format!("{timestamp_ms}({date})").into());
+    map.insert("sequenceId".into(), sequence.to_string().into());
+    map.insert("workerId".into(), worker_id.to_string().into());
     Value::Object(map)
 }
 
@@ -164,6 +170,22 @@ mod tests {
     }
 
     #[test]
+    fn decodes_negative_ids_and_spaces_as_java() {
+        // Recorded from Java Leaf: its `>>` keeps the sign.
+        let v = decode("-1");
+        assert!(v["timestamp"]
+            .as_str()
+            .unwrap()
+            .starts_with("1288834974656("));
+        assert_eq!(v["workerId"], "1023");
+        assert_eq!(v["sequenceId"], "4095");
+        // Long.parseLong: "+12" is 12, " 12" is refused.
+        assert_eq!(decode("+12")["sequenceId"], "12");
+        assert!(decode(" 12").get("errorMsg").is_some());
+        assert!(decode("12 ").get("errorMsg").is_some());
+    }
+
+    #[test]
     fn cache_page_escapes_tags() {
         let html = db(&[TagRow {
             tag: "<b>".into(),
@@ -173,5 +195,13 @@ mod tests {
             update_time: "t".into(),
         }]);
         assert!(html.contains("<td>&lt;b&gt;</td><td>1</td><td>2</td><td>t</td>"));
+    }
+
+    #[test]
+    fn monitor_pages_link_no_stylesheet() {
+        // leafid serves no /css/…: a page linking Java's Bootstrap would fetch a 404.
+        for html in [cache(&[]), db(&[])] {
+            assert!(!html.contains("<link") && !html.contains(".css"), "{html}");
+        }
     }
 }

@@ -38,9 +38,14 @@ pub fn resolve(args: &ServeArgs) -> Result<ServeConfig, String> {
 /// flight finish and releases the snowflake worker id.
 pub async fn run(args: ServeArgs) -> Result<(), String> {
     let config = resolve(&args)?;
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        "leafid {} starting",
+        env!("CARGO_PKG_VERSION")
+    );
     let (segment, retrying) = match &config.segment_url {
         Some(url) => {
-            let (slot, retrying) = store::connect(url)
+            let (slot, retrying) = store::connect(url, args.create_table)
                 .await
                 .map_err(|e| format!("segment store {}: {e}", leafid::redact::url(url)))?;
             (Some(slot), retrying)

@@ -2,11 +2,11 @@
 //! database cannot be reached then, retried in the background while the server already
 //! answers.
 //!
-//! Java Leaf starts with its database down too (leaf-spec §1.5: `init()` swallows the
-//! failure) and answers -2 for every key until a later refresh succeeds, so an
-//! orchestrator that starts the database and the id server together gets a server
-//! either way. leafid answers Leaf's -1 ("not initialised", which is what it is)
-//! meanwhile, and `/health` says why. A configuration the
+//! Java Leaf does not listen at all until MySQL answers (its connection pool retries
+//! inside the segment service's constructor; recorded in ../shared/leaf-http-recorded).
+//! leafid listens at once so an orchestrator that starts the database and the id server
+//! together gets a server that says why it is not ready: Leaf's -1 ("not initialised",
+//! which is what it is) for segment ids meanwhile, and a 503 `/health`. A configuration the
 //! store refuses (a wrong password, an unknown database, no `leaf_alloc` table) is not
 //! retried: it ends the start with the store's message.
 
@@ -67,11 +67,14 @@ impl SegmentSlot {
 /// Connects to the store at `url`. Returns at once with a filled slot, or, when the
 /// store is unavailable (down, refusing, silent), with an empty slot and a task that
 /// keeps trying until it connects; any other error is returned.
+/// With `create_table`, `leaf_alloc` is created when missing (`serve --create-table`),
+/// at each attempt.
 pub async fn connect(
     url: &str,
+    create_table: bool,
 ) -> Result<(SegmentSlot, Option<tokio::task::JoinHandle<()>>), Error> {
     let slot = SegmentSlot::default();
-    match SegmentGenerator::connect(url, SegmentOptions::default()).await {
+    match SegmentGenerator::connect(url, options(create_table)).await {
         Ok(gen) => {
             let _ = slot.generator.set(gen);
             Ok((slot, None))
@@ -83,18 +86,25 @@ pub async fn connect(
                 "segment store unavailable at start: answering Leaf's -1 and retrying"
             );
             slot.fail(&e);
-            let task = tokio::spawn(retry(url.to_string(), slot.clone()));
+            let task = tokio::spawn(retry(url.to_string(), create_table, slot.clone()));
             Ok((slot, Some(task)))
         }
         Err(e) => Err(e),
     }
 }
 
-async fn retry(url: String, slot: SegmentSlot) {
+fn options(create_table: bool) -> SegmentOptions {
+    SegmentOptions {
+        create_table,
+        ..SegmentOptions::default()
+    }
+}
+
+async fn retry(url: String, create_table: bool, slot: SegmentSlot) {
     let mut delay = FIRST_RETRY_DELAY;
     loop {
         tokio::time::sleep(delay).await;
-        match SegmentGenerator::connect(&url, SegmentOptions::default()).await {
+        match SegmentGenerator::connect(&url, options(create_table)).await {
             Ok(gen) => {
                 let _ = slot.generator.set(gen);
                 tracing::info!(store = %leafid::redact::url(&url), "segment store connected");

@@ -54,8 +54,8 @@ fn create_tag_then_tags_next_and_stats_see_it() {
         .collect();
     assert_eq!(ids.len(), 25);
     assert!(ids.windows(2).all(|w| w[0] < w[1]));
-    // The creator took 5000..5009; ids after it come from later segments.
-    assert!(ids[0] >= 5010, "{ids:?}");
+    // create-tag reserved nothing and next reserved exactly 25: 5000..=5024.
+    assert_eq!(ids[0], 5000, "{ids:?}");
 
     let (ok, out, err) = run(&["stats"]);
     assert!(ok, "{err}");

@@ -44,15 +44,23 @@ pub struct Server {
     pub base: String,
     /// Every stderr line after start-up, for tests that check the log.
     pub log: mpsc::Receiver<String>,
+    /// The stderr lines up to and with the "listening on" line.
+    pub startup: Vec<String>,
 }
 
 impl Server {
     /// Starts `leafid serve --listen 127.0.0.1:0 ARGS…` and waits for its
     /// "listening on" line.
     pub fn start(args: &[&str]) -> Server {
-        let mut child = leafid()
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
+        let mut cmd = leafid();
+        cmd.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
+        Server::spawn(cmd)
+    }
+
+    /// Starts `cmd` (a `leafid serve` command made by the caller, its flags perhaps in
+    /// the environment) and waits for its "listening on" line (text or JSON log).
+    pub fn spawn(mut cmd: Command) -> Server {
+        let mut child = cmd
             .env("NO_COLOR", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -73,15 +81,16 @@ impl Server {
             match rx.recv_timeout(Duration::from_secs(60)) {
                 Ok(line) => {
                     if let Some(at) = line.find("listening on ") {
-                        let addr = line[at + 13..]
-                            .split_whitespace()
-                            .next()
-                            .unwrap()
-                            .to_string();
+                        let addr: String = line[at + 13..]
+                            .chars()
+                            .take_while(|c| c.is_ascii_digit() || ".:[]".contains(*c))
+                            .collect();
+                        seen.push(line);
                         return Server {
                             child,
                             base: format!("http://{addr}"),
                             log: rx,
+                            startup: seen,
                         };
                     }
                     seen.push(line);
@@ -162,4 +171,57 @@ pub fn create_tag(tag: &str, step: i64) {
     })
     .unwrap();
     gen.close();
+}
+
+/// The MariaDB server's URL with another database in place of its own.
+pub fn mysql_url_for(database: &str) -> String {
+    let mut u = url::Url::parse(&mysql_url()).unwrap();
+    u.set_path(&format!("/{database}"));
+    u.to_string()
+}
+
+/// A database of its own on the shared MariaDB (the `mysql` client, as an operator
+/// would), dropped on drop: for tests that need a `leaf_alloc` no other test sees, or
+/// none at all.
+pub struct FreshDatabase {
+    /// Its name.
+    pub name: String,
+    /// Its leafid URL.
+    pub url: String,
+}
+
+impl FreshDatabase {
+    /// Creates an empty database.
+    pub fn create(prefix: &str) -> FreshDatabase {
+        let name = fresh(prefix);
+        mysql_exec(&format!("CREATE DATABASE `{name}`"));
+        FreshDatabase {
+            url: mysql_url_for(&name),
+            name,
+        }
+    }
+}
+
+impl Drop for FreshDatabase {
+    fn drop(&mut self) {
+        mysql_exec(&format!("DROP DATABASE IF EXISTS `{}`", self.name));
+    }
+}
+
+/// Runs one statement with the `mysql` client on the shared MariaDB.
+pub fn mysql_exec(sql: &str) {
+    let u = url::Url::parse(&mysql_url()).unwrap();
+    let out = Command::new("mysql")
+        .arg(format!("--host={}", u.host_str().unwrap()))
+        .arg(format!("--port={}", u.port().unwrap_or(3306)))
+        .arg(format!("--user={}", u.username()))
+        .env("MYSQL_PWD", u.password().unwrap_or(""))
+        .args(["-e", sql])
+        .output()
+        .expect("the mysql client (Debian's mariadb-client) runs");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

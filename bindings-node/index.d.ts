@@ -7,6 +7,11 @@
 //   when no id is at hand (both segments spent and the refill not back, first segment
 //   not loaded yet, the registry needed first) they throw at once, a segment generator
 //   with `LEAF_SEGMENTS_EXHAUSTED`, a snowflake generator with the cause's code.
+// - Both generators connect the same way: `SegmentGenerator.connect(url, options?)`,
+//   `SnowflakeGenerator.connect(registryUrl, options?)` (the older
+//   `SnowflakeGenerator.connect({ registry, … })` still works).
+// - Every failure of the core is a `LeafError` (a class: `instanceof`, `isLeafError`)
+//   with a stable `code`; its stack names your call site, a Promise's rejection too.
 // - `connect`, the `…Async` twins (`nextIdAsync`, `nextIdsAsync`), the admin calls and
 //   `close` return Promises. Their work runs on the core's own threads (never on the
 //   event loop, never on libuv's thread pool, which your `fs`/`dns` work needs); the
@@ -351,7 +356,8 @@ export interface DecodedId {
 /**
  * Splits an id into timestamp, worker id and sequence (Leaf's layout by default). A
  * non-bigint id is a `TypeError`, a negative id or one past 2^63-1 a `RangeError`, a
- * layout whose bits the core refuses a `TypeError` (`ERR_INVALID_ARG_VALUE`).
+ * layout with a property it does not know a `TypeError` (`ERR_INVALID_ARG_VALUE`), one
+ * whose bits the core refuses a `LeafError` (`LEAF_INVALID_CONFIG`).
  */
 export declare function decode(id: bigint, layout?: Layout): DecodedId;
 /** Leaf's layout: 41 + 10 + 12 bits, epoch 1288834974657. */

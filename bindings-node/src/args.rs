@@ -1,7 +1,9 @@
 //! Reading JS arguments the way Node's built-in modules do: the wrong kind of value is
 //! a `TypeError` (`ERR_INVALID_ARG_TYPE`), a number that is not an integer where one is
 //! needed, NaN, infinite or out of range a `RangeError` (`ERR_OUT_OF_RANGE`). Nothing is
-//! coerced. The limits are the core's (`leafid::limits`); this file only converts.
+//! coerced. An options object's property that is not an option is refused
+//! (`ERR_INVALID_ARG_VALUE`, naming the closest option), as TypeScript refuses it. The
+//! limits are the core's (`leafid::limits`); this file only converts.
 
 use std::fmt;
 use std::time::Duration;

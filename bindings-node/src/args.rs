@@ -199,7 +199,10 @@ pub fn options<'a>(
         }
     };
     if object.is_some() {
-        if let Some(unknown) = own_keys(v)?.into_iter().find(|k| !keys.contains(&k.as_str())) {
+        if let Some(unknown) = own_keys(v)?
+            .into_iter()
+            .find(|k| !keys.contains(&k.as_str()))
+        {
             return Err(unknown_key(name, &unknown, keys));
         }
     }
@@ -325,7 +328,12 @@ mod tests {
 
     #[test]
     fn names_the_closest_key_only_when_close() {
-        let keys = ["waitTimeoutMs", "refreshIntervalMs", "createTable", "jsSafe"];
+        let keys = [
+            "waitTimeoutMs",
+            "refreshIntervalMs",
+            "createTable",
+            "jsSafe",
+        ];
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(closest("waitTimoutMs", &keys), Some("waitTimeoutMs"));
         assert_eq!(closest("waittimeoutms", &keys), Some("waitTimeoutMs"));

@@ -33,7 +33,9 @@ thread_local! {
 pub fn set_leaf_error_class(env: Env, class: Function<'_>) -> Result<()> {
     let mut reference = ptr::null_mut();
     // SAFETY: a function value of this call's env; `reference` is a local.
-    check_status!(unsafe { sys::napi_create_reference(env.raw(), class.raw(), 1, &mut reference) })?;
+    check_status!(unsafe {
+        sys::napi_create_reference(env.raw(), class.raw(), 1, &mut reference)
+    })?;
     let old = LEAF_ERROR.with(|c| c.replace(reference));
     if !old.is_null() {
         // SAFETY: a reference made by an earlier call in this same environment.
@@ -65,7 +67,8 @@ unsafe fn new_leaf_error(
             return ptr::null_mut();
         }
         let argv = [message, code];
-        if sys::napi_new_instance(env, class, 2, argv.as_ptr(), &mut error) != sys::Status::napi_ok {
+        if sys::napi_new_instance(env, class, 2, argv.as_ptr(), &mut error) != sys::Status::napi_ok
+        {
             // A constructor that threw leaves its exception pending: clear it, the
             // plain Error takes its place.
             let mut ignored = ptr::null_mut();

@@ -843,6 +843,7 @@ module.exports.SnowflakeGenerator = nativeBinding.SnowflakeGenerator
 module.exports.JsSnowflakeGenerator = nativeBinding.JsSnowflakeGenerator
 module.exports.TagHandle = nativeBinding.TagHandle
 module.exports.JsTagHandle = nativeBinding.JsTagHandle
+module.exports.__setLeafErrorClass = nativeBinding.__setLeafErrorClass
 module.exports.decode = nativeBinding.decode
 module.exports.jsSafeLayout = nativeBinding.jsSafeLayout
 module.exports.LEAF_EPOCH = nativeBinding.LEAF_EPOCH

@@ -7,6 +7,11 @@
 //   when no id is at hand (both segments spent and the refill not back, first segment
 //   not loaded yet, the registry needed first) they throw at once, a segment generator
 //   with `LEAF_SEGMENTS_EXHAUSTED`, a snowflake generator with the cause's code.
+// - Both generators connect the same way: `SegmentGenerator.connect(url, options?)`,
+//   `SnowflakeGenerator.connect(registryUrl, options?)` (the older
+//   `SnowflakeGenerator.connect({ registry, … })` still works).
+// - Every failure of the core is a `LeafError` (a class: `instanceof`, `isLeafError`)
+//   with a stable `code`; its stack names your call site, a Promise's rejection too.
 // - `connect`, the `…Async` twins (`nextIdAsync`, `nextIdsAsync`), the admin calls and
 //   `close` return Promises. Their work runs on the core's own threads (never on the
 //   event loop, never on libuv's thread pool, which your `fs`/`dns` work needs); the
@@ -15,8 +20,10 @@
 // - Arguments are checked as Node's built-in modules check them, nothing is coerced:
 //   the wrong type is a `TypeError` with `code: 'ERR_INVALID_ARG_TYPE'`, unusable
 //   content a `TypeError` `ERR_INVALID_ARG_VALUE`, a number out of range, NaN, or not an
-//   integer where one is needed a `RangeError` `ERR_OUT_OF_RANGE` (see `ArgumentError`).
-//   Synchronous calls throw it, Promise-returning ones reject with it.
+//   integer where one is needed a `RangeError` `ERR_OUT_OF_RANGE` (see `ArgumentError`),
+//   an options property leafid does not know a `TypeError` `ERR_INVALID_ARG_VALUE`
+//   naming the closest option. Synchronous calls throw it, Promise-returning ones
+//   reject with it. Everything else is a `LeafError` with a `LEAF_…` code.
 // - `nextId`, `nextIds` and `nextIdString` are own, bound functions of each generator
 //   and handle (the fast path): `const next = handle.nextId; next()` works.
 // - Generators cannot cross `worker_threads` (they are native objects): connect one per
@@ -26,21 +33,34 @@
 //   (`local:`, `zookeeper-recycle:`); the others reject with `LEAF_WORKER_ID_IN_USE`.
 
 /**
- * An error of leafid: a plain `Error` whose `message` is the core's message (what
- * happened, then what to do) and whose `code` is stable across releases. Calls throw
- * it; Promises reject with it. A bad argument is an `ArgumentError` instead. Messages
- * name methods and options as Node spells them (`createTag`, `waitTimeoutMs`).
+ * The error of every failure of leafid's core: `name` is `'LeafError'`, `message` the
+ * core's message (what happened, then what to do, naming methods and options as Node
+ * spells them: `createTag`, `waitTimeoutMs`), `code` stable across releases (one class
+ * for every code: switch on `code`). Synchronous calls throw it, Promises reject with
+ * it; either way its stack names your call site (a rejection's through V8's async stack
+ * trace, so `await` the call). A bad argument is an `ArgumentError` instead, as Node's
+ * built-in modules throw them. Exported at run time: `e instanceof LeafError`,
+ * `isLeafError(e)`.
  */
-export interface LeafError extends Error {
+export declare class LeafError extends Error {
+  constructor(message: string, code: LeafErrorCode, options?: { cause?: unknown });
+  name: 'LeafError';
   /** e.g. `LEAF_TAG_NOT_FOUND`, `LEAF_STORE_UNAVAILABLE`, `LEAF_CLOCK_MOVED_BACKWARDS`. */
   code: LeafErrorCode;
 }
 
 /**
+ * Whether `e` is a `LeafError`, also one thrown by another copy of the package (two
+ * versions side by side, where `instanceof` compares with the other copy's class).
+ */
+export declare function isLeafError(e: unknown): e is LeafError;
+
+/**
  * Node's own error for a bad argument, as its built-in modules throw them: a `TypeError`
  * (`ERR_INVALID_ARG_TYPE`: the wrong type; `ERR_INVALID_ARG_VALUE`: the right type,
- * unusable content) or a `RangeError` (`ERR_OUT_OF_RANGE`: a number out of range, NaN,
- * infinite or not an integer; `ERR_CRYPTO_INVALID_KEYLEN`: an `IdCipher` key).
+ * unusable content, or an options property leafid does not know) or a `RangeError`
+ * (`ERR_OUT_OF_RANGE`: a number out of range, NaN, infinite or not an integer;
+ * `ERR_CRYPTO_INVALID_KEYLEN`: an `IdCipher` key). A type only: test `e.code`.
  */
 export interface ArgumentError extends Error {
   name: 'TypeError' | 'RangeError';
@@ -70,7 +90,11 @@ export type LeafErrorCode =
   | 'LEAF_MALFORMED'
   | 'LEAF_IO';
 
-/** Options of `SegmentGenerator.connect`; defaults are Leaf's. */
+/**
+ * Options of `SegmentGenerator.connect`; defaults are Leaf's. A property not listed here
+ * is refused, in plain JS too (a `TypeError`, `ERR_INVALID_ARG_VALUE`, naming the
+ * closest option), as in every options object of leafid.
+ */
 export interface SegmentOptions {
   /**
    * How long `nextIdAsync` waits for a refill when both segments are spent (1000; a
@@ -112,10 +136,13 @@ export interface CreateTagOptions {
   existOk?: boolean;
 }
 
-/** One segment: ids `value..max` remain. */
+/**
+ * One segment: ids `value..max` remain. The ids are `bigint`, as every id (a `number` is
+ * inexact past 2^53); a step fits `leaf_alloc.step`, an `int`, so it is a `number`.
+ */
 export interface SegmentStats {
-  value: number;
-  max: number;
+  value: bigint;
+  max: bigint;
   step: number;
 }
 
@@ -127,8 +154,11 @@ export interface TagStats {
   current: number;
   nextReady: boolean;
   segments: SegmentStats[];
+  /** The step of the latest load (dynamic). */
   step: number;
+  /** The table's step (the floor of the dynamic step). */
   minStep: number;
+  /** Successful loads so far. */
   refills: number;
   /** Milliseconds the latest refill took. */
   lastRefillMs?: number;
@@ -220,13 +250,12 @@ export interface Layout {
   epochMs: number;
 }
 
-/** Options of `SnowflakeGenerator.connect`. */
-export interface SnowflakeOptions {
-  /**
-   * `fixed:7`, `local:///dir`, `zookeeper://host:port/name?port=P`,
-   * `zookeeper-recycle://host:port/name`, `mysql://user:pass@host/db?port=P`.
-   */
-  registry: string;
+/**
+ * Options of `SnowflakeGenerator.connect(url, options)`. A property not listed here is
+ * refused, in plain JS too (a `TypeError`, `ERR_INVALID_ARG_VALUE`, naming the closest
+ * option).
+ */
+export interface SnowflakeConnectOptions {
   /** Bit layout and epoch (Leaf's 41 + 10 + 12 by default). */
   layout?: Layout;
   /** Directory of the worker cache file. */
@@ -246,6 +275,12 @@ export interface SnowflakeOptions {
   maxSkewMs?: number;
 }
 
+/** The older form's one object, `SnowflakeGenerator.connect({ registry, … })`. */
+export interface SnowflakeOptions extends SnowflakeConnectOptions {
+  /** The registry URL, as `connect(url)` takes it. */
+  registry: string;
+}
+
 /** Issues snowflake ids with a worker id from a registry. */
 export declare class SnowflakeGenerator {
   private constructor();
@@ -262,6 +297,15 @@ export declare class SnowflakeGenerator {
    * `LEAF_CLOCK_BEHIND_REGISTRY` when the clock is behind a time this worker id may
    * already have used, `LEAF_CLOCK_SKEW` when the local clock is more than `maxSkewMs`
    * off the registry's, `LEAF_MALFORMED` / `LEAF_IO` for the cache file.
+   *
+   * `url` is the registry: `fixed:7`, `local:///dir`, `zookeeper://host:port/name?port=P`,
+   * `zookeeper-recycle://host:port/name`, `mysql://user:pass@host/db?port=P`; the same
+   * shape as `SegmentGenerator.connect(url, options)`.
+   */
+  static connect(url: string, options?: SnowflakeConnectOptions): Promise<SnowflakeGenerator>;
+  /**
+   * The older form, kept working: `connect({ registry: url, ...options })` is
+   * `connect(url, options)`.
    */
   static connect(options: SnowflakeOptions): Promise<SnowflakeGenerator>;
   /**
@@ -312,7 +356,8 @@ export interface DecodedId {
 /**
  * Splits an id into timestamp, worker id and sequence (Leaf's layout by default). A
  * non-bigint id is a `TypeError`, a negative id or one past 2^63-1 a `RangeError`, a
- * layout whose bits the core refuses a `TypeError` (`ERR_INVALID_ARG_VALUE`).
+ * layout with a property it does not know a `TypeError` (`ERR_INVALID_ARG_VALUE`), one
+ * whose bits the core refuses a `LeafError` (`LEAF_INVALID_CONFIG`).
  */
 export declare function decode(id: bigint, layout?: Layout): DecodedId;
 /** Leaf's layout: 41 + 10 + 12 bits, epoch 1288834974657. */

@@ -1,17 +1,153 @@
-// leafid for Node: the public exports, taken from the native module.
+// leafid for Node: the public exports, taken from the native module, and the little
+// JS that must be JS.
 //
 // binding.js is napi-rs's generated loader: it picks this platform's build
 // (`leafid.<platform>.node` beside it in a checkout, else the `leafid-<platform>`
-// package, glibc or musl on Linux). This file only names what is public: the loader
-// also exports napi's internal names (`JsIdCipher`…, undefined at run time), and
-// these names are the ones index.d.ts declares.
+// package, glibc or musl on Linux). It is generated, so its failure is wrapped here
+// (`noBinary`): napi's own message blames npm and names packages that do not exist.
+// The loader also exports napi's internal names (`JsIdCipher`…, undefined at run time);
+// the names below are the ones index.d.ts declares.
+//
+// Errors: every core error is a `LeafError` (the native side makes it with the class
+// handed over by `__setLeafErrorClass`). A synchronous call's error is made while the
+// caller's frames are on the stack; a Promise's rejection is made on the event loop,
+// with none, so each Promise-returning method is wrapped (`atCallSite`) to re-make it
+// after the caller's `await`: V8's async stack trace then names the caller's file. The
+// hot synchronous methods (`nextId`, `nextIds`, `nextIdString`) are not wrapped.
 'use strict';
-const native = require('./binding.js');
+
+/**
+ * The platforms with a prebuilt binary on npm: the ones scripts/build-npm.sh packs
+ * (tests/node/loader.test.js checks the two agree).
+ */
+const PREBUILT = ['linux-x64-gnu'];
+
+const REPOSITORY = 'https://github.com/leafid/leafid';
+
+/** This platform as napi names its packages (`linux-x64-gnu`, `darwin-arm64`, …). */
+function platformName() {
+  const { platform, arch } = process;
+  if (platform === 'linux') return `linux-${arch}-${isMusl() ? 'musl' : 'gnu'}`;
+  if (platform === 'win32') return `win32-${arch}-msvc`;
+  return `${platform}-${arch}`;
+}
+
+function isMusl() {
+  try {
+    return require('node:fs').readFileSync('/usr/bin/ldd', 'utf8').includes('musl');
+  } catch {
+    try {
+      const report = process.report && process.report.getReport();
+      return Boolean(report && report.header && !report.header.glibcVersionRuntime);
+    } catch {
+      return false;
+    }
+  }
+}
+
+/** The error for a native module that did not load, saying what to do; `cause` is napi's. */
+function noBinary(cause) {
+  const platform = platformName();
+  const fromSource =
+    `build it from source with cargo (Rust from https://rustup.rs): \`git clone ${REPOSITORY} && ` +
+    'cd leafid && npm install && npm run build`, then `npm install /path/to/leafid` in your ' +
+    'project (or point NAPI_RS_NATIVE_LIBRARY_PATH at the built bindings-node/leafid.*.node)';
+  const message = PREBUILT.includes(platform)
+    ? `leafid: the native binary for ${platform} did not load. It comes in the optional ` +
+      `package leafid-${platform}: reinstall leafid without --omit=optional (a lock file ` +
+      `made on another platform can leave it out), or ${fromSource}.`
+    : `leafid has no prebuilt binary for this platform (${platform}) yet; prebuilt: ` +
+      `${PREBUILT.join(', ')}. Run on one of those (e.g. a Debian or Ubuntu container on ` +
+      `x86-64), or ${fromSource}.`;
+  const error = new Error(message);
+  error.code = 'ERR_LEAFID_NO_BINARY';
+  error.platform = platform;
+  error.cause = cause;
+  return error;
+}
+
+let native;
+try {
+  native = require('./binding.js');
+} catch (e) {
+  throw noBinary(e);
+}
+
+/**
+ * The error of every failure of leafid's core: `code` is stable (`LEAF_TAG_NOT_FOUND`,
+ * …), `message` says what happened and what to do. Bad arguments are Node's own
+ * `TypeError` / `RangeError` instead (`ERR_INVALID_ARG_TYPE`, …), as Node's built-in
+ * modules throw them.
+ */
+class LeafError extends Error {
+  constructor(message, code, options) {
+    super(message, options);
+    this.code = code;
+  }
+}
+Object.defineProperty(LeafError.prototype, 'name', {
+  value: 'LeafError',
+  writable: true,
+  configurable: true,
+});
+
+/**
+ * Whether `e` is an error of leafid's core: a `LeafError`, also one from another copy of
+ * the package (two versions installed side by side), whose class is another.
+ */
+function isLeafError(e) {
+  return (
+    e instanceof LeafError ||
+    (e instanceof Error && e.name === 'LeafError' && typeof e.code === 'string' && e.code.startsWith('LEAF_'))
+  );
+}
+
+native.__setLeafErrorClass(LeafError);
+
+/** `e` re-made here, with its class, message and properties (`code`), for its stack. */
+function atCallSite(e) {
+  if (!(e instanceof Error)) return e;
+  let fresh;
+  if (e instanceof LeafError) fresh = new LeafError(e.message, e.code);
+  else if (e instanceof RangeError) fresh = new RangeError(e.message);
+  else if (e instanceof TypeError) fresh = new TypeError(e.message);
+  else fresh = new Error(e.message);
+  // The stack starts at the wrapped method, not in this helper.
+  if (Error.captureStackTrace) Error.captureStackTrace(fresh, atCallSite);
+  return Object.assign(fresh, e);
+}
+
+/** Replaces the Promise-returning method `name` of `target` by one that awaits it and
+ * rejects with the error re-made at the caller's `await` (see the top of this file). */
+function wrapAsync(target, name) {
+  const method = target[name];
+  const wrapped = {
+    async [name](...args) {
+      try {
+        return await method.apply(this, args);
+      } catch (e) {
+        throw atCallSite(e);
+      }
+    },
+  }[name];
+  Object.defineProperty(target, name, { value: wrapped, writable: true, configurable: true });
+}
+
+const { SegmentGenerator, TagHandle, SnowflakeGenerator } = native;
+wrapAsync(SegmentGenerator, 'connect');
+wrapAsync(SnowflakeGenerator, 'connect');
+for (const name of ['nextIdAsync', 'nextIdsAsync', 'createTag', 'createTable', 'refresh', 'close']) {
+  wrapAsync(SegmentGenerator.prototype, name);
+}
+for (const name of ['nextIdAsync', 'nextIdsAsync']) wrapAsync(TagHandle.prototype, name);
+for (const name of ['nextIdAsync', 'nextIdsAsync', 'close']) wrapAsync(SnowflakeGenerator.prototype, name);
 
 module.exports = {
-  SegmentGenerator: native.SegmentGenerator,
-  TagHandle: native.TagHandle,
-  SnowflakeGenerator: native.SnowflakeGenerator,
+  SegmentGenerator,
+  TagHandle,
+  SnowflakeGenerator,
+  LeafError,
+  isLeafError,
   decode: native.decode,
   leafLayout: native.leafLayout,
   jsSafeLayout: native.jsSafeLayout,

@@ -1,7 +1,9 @@
 //! Reading JS arguments the way Node's built-in modules do: the wrong kind of value is
 //! a `TypeError` (`ERR_INVALID_ARG_TYPE`), a number that is not an integer where one is
 //! needed, NaN, infinite or out of range a `RangeError` (`ERR_OUT_OF_RANGE`). Nothing is
-//! coerced. The limits are the core's (`leafid::limits`); this file only converts.
+//! coerced. An options object's property that is not an option is refused
+//! (`ERR_INVALID_ARG_VALUE`, naming the closest option), as TypeScript refuses it. The
+//! limits are the core's (`leafid::limits`); this file only converts.
 
 use std::fmt;
 use std::time::Duration;
@@ -173,8 +175,15 @@ pub struct Options<'a> {
 }
 
 /// Reads the options argument `name`: an object or `undefined` (every option at its
-/// default); `null` and anything else are refused, as Node's built-in modules do.
-pub fn options<'a>(v: Unknown<'a>, name: &'static str) -> Fallible<Options<'a>> {
+/// default); `null` and anything else are refused, as Node's built-in modules do. A
+/// property that is not one of `keys` is refused too (`TypeError`,
+/// `ERR_INVALID_ARG_VALUE`, naming the closest key): plain JS gets the check
+/// TypeScript makes, instead of a misspelt option silently left at its default.
+pub fn options<'a>(
+    v: Unknown<'a>,
+    name: &'static str,
+    keys: &'static [&'static str],
+) -> Fallible<Options<'a>> {
     let object = match kind(v) {
         ValueType::Undefined => None,
         // SAFETY: the value is an object (checked).
@@ -189,7 +198,98 @@ pub fn options<'a>(v: Unknown<'a>, name: &'static str) -> Fallible<Options<'a>> 
             ))
         }
     };
+    if object.is_some() {
+        if let Some(unknown) = own_keys(v)?
+            .into_iter()
+            .find(|k| !keys.contains(&k.as_str()))
+        {
+            return Err(unknown_key(name, &unknown, keys));
+        }
+    }
     Ok(Options { object, name })
+}
+
+/// The object's own enumerable string keys (what a literal `{ … }` sets).
+fn own_keys(v: Unknown<'_>) -> Fallible<Vec<String>> {
+    let env = v.value().env;
+    let mut names = std::ptr::null_mut();
+    // SAFETY: an object of a live call (checked by the caller); `names` is a local.
+    let status = unsafe {
+        sys::napi_get_all_property_names(
+            env,
+            v.raw(),
+            sys::KeyCollectionMode::own_only,
+            sys::KeyFilter::enumerable | sys::KeyFilter::skip_symbols,
+            sys::KeyConversion::numbers_to_strings,
+            &mut names,
+        )
+    };
+    if status != sys::Status::napi_ok {
+        return Err(Failure::Internal(format!(
+            "cannot list the options' keys (status {status})"
+        )));
+    }
+    // SAFETY: `names` is the array Node just created in this env.
+    strings_unchecked(unsafe { raw(env, names) })
+}
+
+/// The strings of an array Node made (no limit: an object's own keys).
+fn strings_unchecked(v: Unknown<'_>) -> Fallible<Vec<String>> {
+    let mut len = 0u32;
+    // SAFETY: an array of a live call; `len` is a local.
+    unsafe { sys::napi_get_array_length(v.value().env, v.raw(), &mut len) };
+    // SAFETY: the value is an array.
+    let array: Object<'_> = unsafe { v.cast() }.map_err(|e| Failure::Internal(e.to_string()))?;
+    (0..len)
+        .map(|i| {
+            let item: Unknown<'_> = array
+                .get_element(i)
+                .map_err(|e| Failure::Internal(e.to_string()))?;
+            string(item, Name::Arg("key"))
+        })
+        .collect()
+}
+
+/// `TypeError` `ERR_INVALID_ARG_VALUE` for the property `key` of `object`, which is not
+/// one of `keys`: names the closest key when one is close, and lists them all.
+fn unknown_key(object: &str, key: &str, keys: &[&str]) -> Failure {
+    let hint = closest(key, keys)
+        .map(|k| format!(" Did you mean \"{k}\"?"))
+        .unwrap_or_default();
+    Failure::Node(
+        crate::error::NodeError::InvalidArgValue,
+        format!(
+            "The \"{object}.{key}\" property is not an option.{hint} The options are: {}",
+            keys.join(", ")
+        ),
+    )
+}
+
+/// The key of `keys` closest to `key` (edit distance, ignoring case), if it is close
+/// enough to be the one meant: at most a third of its letters differ (at least 2).
+pub fn closest<'k>(key: &str, keys: &[&'k str]) -> Option<&'k str> {
+    let key = key.to_lowercase();
+    keys.iter()
+        .map(|k| (edit_distance(&key, &k.to_lowercase()), *k))
+        .min_by_key(|(d, _)| *d)
+        .filter(|(d, k)| *d <= (k.len() / 3).max(2))
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance between `a` and `b` (in characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
 }
 
 impl<'a> Options<'a> {
@@ -220,4 +320,24 @@ impl<'a> Options<'a> {
 pub unsafe fn raw<'a>(env: sys::napi_env, value: sys::napi_value) -> Unknown<'a> {
     // SAFETY: the caller's promise.
     unsafe { Unknown::from_raw_unchecked(env, value) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{closest, edit_distance};
+
+    #[test]
+    fn names_the_closest_key_only_when_close() {
+        let keys = [
+            "waitTimeoutMs",
+            "refreshIntervalMs",
+            "createTable",
+            "jsSafe",
+        ];
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(closest("waitTimoutMs", &keys), Some("waitTimeoutMs"));
+        assert_eq!(closest("waittimeoutms", &keys), Some("waitTimeoutMs"));
+        assert_eq!(closest("jssafe", &keys), Some("jsSafe"));
+        assert_eq!(closest("registry", &keys), None);
+    }
 }

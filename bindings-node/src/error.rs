@@ -1,18 +1,83 @@
 //! Every failure the binding reports, and the one place it becomes a JS error.
 //!
-//! A core error (`leafid::Error`) becomes a plain `Error` whose `message` is the core's
-//! message, with the core's method and option names respelled as Node spells them
-//! (`create_tag` → `createTag`, `wait_timeout` → `waitTimeoutMs`), and whose `code` is
-//! the core's stable code (`LEAF_TAG_NOT_FOUND`, …). A bad argument becomes Node's own
+//! A core error (`leafid::Error`) becomes a `LeafError` (the class index.js defines and
+//! hands over with [`set_leaf_error_class`]; a plain `Error` before that) whose
+//! `message` is the core's message, with the core's method and option names respelled
+//! as Node spells them (`create_tag` → `createTag`, `wait_timeout` → `waitTimeoutMs`),
+//! and whose `code` is the core's stable code (`LEAF_TAG_NOT_FOUND`, …). Made while a
+//! synchronous call runs, its stack is the caller's; a Promise's rejection is made on
+//! the event loop with no JS frames, so index.js's wrappers re-make it where the caller
+//! awaits (`atCallSite`). A bad argument becomes Node's own
 //! error, as its built-in modules throw them: a `TypeError` with `ERR_INVALID_ARG_TYPE`
 //! or `ERR_INVALID_ARG_VALUE`, a `RangeError` with `ERR_OUT_OF_RANGE`.
 //! Synchronous calls throw it; Promises reject with the same object.
 
+use std::cell::Cell;
 use std::ffi::CString;
 use std::ptr;
 
 use napi::bindgen_prelude::*;
 use napi::sys;
+use napi_derive::napi;
+
+thread_local! {
+    /// The `LeafError` constructor of this thread's environment (Node runs one
+    /// environment per JS thread: the main one and each `worker_threads` worker), a
+    /// strong reference that lives as long as the environment.
+    static LEAF_ERROR: Cell<sys::napi_ref> = const { Cell::new(ptr::null_mut()) };
+}
+
+/// Called once by index.js with its `LeafError` class: every core error is made as one
+/// from then on (`instanceof LeafError`, `name === 'LeafError'`). Not public API.
+#[napi(js_name = "__setLeafErrorClass")]
+pub fn set_leaf_error_class(env: Env, class: Function<'_>) -> Result<()> {
+    let mut reference = ptr::null_mut();
+    // SAFETY: a function value of this call's env; `reference` is a local.
+    check_status!(unsafe {
+        sys::napi_create_reference(env.raw(), class.raw(), 1, &mut reference)
+    })?;
+    let old = LEAF_ERROR.with(|c| c.replace(reference));
+    if !old.is_null() {
+        // SAFETY: a reference made by an earlier call in this same environment.
+        unsafe { sys::napi_delete_reference(env.raw(), old) };
+    }
+    Ok(())
+}
+
+/// `new LeafError(message, code)`, or null when no class was set or it threw.
+///
+/// # Safety
+/// `env` must be the live environment of the current (JS) thread.
+unsafe fn new_leaf_error(
+    env: sys::napi_env,
+    message: sys::napi_value,
+    code: sys::napi_value,
+) -> sys::napi_value {
+    let reference = LEAF_ERROR.with(Cell::get);
+    if reference.is_null() {
+        return ptr::null_mut();
+    }
+    let (mut class, mut error) = (ptr::null_mut(), ptr::null_mut());
+    // SAFETY: the reference was made in this thread's environment; out-pointers are
+    // locals.
+    unsafe {
+        if sys::napi_get_reference_value(env, reference, &mut class) != sys::Status::napi_ok
+            || class.is_null()
+        {
+            return ptr::null_mut();
+        }
+        let argv = [message, code];
+        if sys::napi_new_instance(env, class, 2, argv.as_ptr(), &mut error) != sys::Status::napi_ok
+        {
+            // A constructor that threw leaves its exception pending: clear it, the
+            // plain Error takes its place.
+            let mut ignored = ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(env, &mut ignored);
+            return ptr::null_mut();
+        }
+    }
+    error
+}
 
 /// Node's own error for a bad argument, as its built-in modules throw them.
 #[derive(Debug, Clone, Copy)]
@@ -132,6 +197,7 @@ impl Failure {
     /// # Safety
     /// `env` must be the live environment of the current (JS) thread.
     pub unsafe fn into_value(self, env: sys::napi_env) -> sys::napi_value {
+        let leaf = matches!(self, Failure::Leaf(_));
         let (kind, code, message) = match self {
             Failure::Leaf(e) => (None, e.code(), node_names(&e.to_string())),
             Failure::Node(kind, message) => {
@@ -168,6 +234,13 @@ impl Failure {
                 }
                 Some(NodeError::OutOfRange | NodeError::InvalidKeyLength) => {
                     sys::napi_create_range_error(env, code_js, msg_js, &mut error)
+                }
+                None if leaf => {
+                    error = new_leaf_error(env, msg_js, code_js);
+                    if error.is_null() {
+                        sys::napi_create_error(env, code_js, msg_js, &mut error);
+                    }
+                    sys::Status::napi_ok
                 }
                 None => sys::napi_create_error(env, code_js, msg_js, &mut error),
             };

@@ -13,10 +13,22 @@ use crate::error::{Fallible, IntoJs};
 use crate::fast;
 use crate::promise::{pending, Pending};
 
+/// The keys of `SegmentGenerator.connect`'s options object (index.d.ts's
+/// `SegmentOptions`).
+const SEGMENT_KEYS: &[&str] = &[
+    "waitTimeoutMs",
+    "refreshIntervalMs",
+    "createTable",
+    "doubleBuffer",
+    "maxStep",
+    "jsSafe",
+    "tags",
+];
+
 /// The core's options from `SegmentGenerator.connect`'s options object (defaults are
 /// the core's, Leaf's).
 fn segment_options(options: Unknown<'_>) -> Fallible<SegmentOptions> {
-    let o = args::options(options, "options")?;
+    let o = args::options(options, "options", SEGMENT_KEYS)?;
     let d = SegmentOptions::default();
     Ok(SegmentOptions {
         wait_timeout: o
@@ -40,7 +52,11 @@ fn segment_options(options: Unknown<'_>) -> Fallible<SegmentOptions> {
 
 /// `createTag`'s options: start (1), step (1000), description (""), existOk (false).
 fn create_tag_options(options: Unknown<'_>) -> Fallible<(i64, i64, String, bool)> {
-    let o = args::options(options, "options")?;
+    let o = args::options(
+        options,
+        "options",
+        &["start", "step", "description", "existOk"],
+    )?;
     Ok((
         o.get("start", args::int64)?.unwrap_or(1),
         o.get("step", args::int64)?.unwrap_or(1000),
@@ -49,11 +65,12 @@ fn create_tag_options(options: Unknown<'_>) -> Fallible<(i64, i64, String, bool)
     ))
 }
 
-/// One segment: ids `value..max` remain.
+/// One segment: ids `value..max` remain. The ids are bigints, as every id the binding
+/// gives (a number is inexact past 2^53); a step fits an `int` column, so a number.
 #[napi(object)]
 pub struct SegmentStatsJs {
-    pub value: i64,
-    pub max: i64,
+    pub value: BigInt,
+    pub max: BigInt,
     pub step: i64,
 }
 
@@ -83,7 +100,10 @@ pub struct JsSegmentGenerator {
 impl JsSegmentGenerator {
     /// Connects to `mysql://…`, `sqlite://path` or `memory:` on the core's runtime;
     /// with `tags`, resolves once those tags' first segments are loaded.
-    #[napi]
+    ///
+    /// Writable and configurable (napi makes statics neither) so index.js can wrap it
+    /// to re-make a rejection at the caller's `await`.
+    #[napi(writable = true, configurable = true)]
     pub fn connect(
         url: Unknown<'_>,
         options: Unknown<'_>,
@@ -188,8 +208,8 @@ impl JsSegmentGenerator {
                     .segments
                     .iter()
                     .map(|g| SegmentStatsJs {
-                        value: g.value,
-                        max: g.max,
+                        value: BigInt::from(g.value),
+                        max: BigInt::from(g.max),
                         step: g.step,
                     })
                     .collect(),

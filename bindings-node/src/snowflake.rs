@@ -31,7 +31,11 @@ fn layout(v: Unknown<'_>, name: Name) -> Fallible<Layout> {
     let what = match name {
         Name::Arg(n) | Name::Prop(_, n) => n,
     };
-    let o = args::options(v, what)?;
+    let o = args::options(
+        v,
+        what,
+        &["timestampBits", "workerBits", "sequenceBits", "epochMs"],
+    )?;
     let bits = |key| {
         o.get(key, |v, n| args::integer(v, n, 0, 63))?
             .map(|b| b as u8)
@@ -85,23 +89,65 @@ pub fn js_safe_layout() -> LayoutJs {
 #[napi]
 pub const LEAF_EPOCH: i64 = LEAF_EPOCH_MS;
 
-/// The core's builder from `SnowflakeGenerator.connect`'s options object.
-fn builder(options: Unknown<'_>) -> Fallible<leafid::snowflake::SnowflakeBuilder> {
-    if args::kind(options) != ValueType::Object {
-        return Err(Failure::arg_type(
-            "The \"options\" argument",
-            "of type object",
-            args::kind(options),
-        ));
-    }
-    let o = args::options(options, "options")?;
-    let registry = o.get("registry", args::string)?.ok_or_else(|| {
-        Failure::arg_type(
-            &Name::Prop("options", "registry").to_string(),
-            "of type string",
-            ValueType::Undefined,
-        )
-    })?;
+/// The keys of `SnowflakeGenerator.connect`'s options object (index.d.ts's
+/// `SnowflakeOptions`): `registry` only in the older form, `connect({ registry, … })`.
+const SNOWFLAKE_KEYS: &[&str] = &[
+    "registry",
+    "layout",
+    "cacheDir",
+    "heartbeatMs",
+    "maxBackwardMs",
+    "startupWaitMs",
+    "maxSkewMs",
+];
+
+/// The core's builder from `SnowflakeGenerator.connect`'s arguments: `(url, options?)`,
+/// the shape of `SegmentGenerator.connect`, or the older `({ registry, … })`.
+fn builder(
+    first: Unknown<'_>,
+    options: Unknown<'_>,
+) -> Fallible<leafid::snowflake::SnowflakeBuilder> {
+    let (registry, o) = match args::kind(first) {
+        ValueType::String => {
+            let o = args::options(options, "options", SNOWFLAKE_KEYS)?;
+            if o.get("registry", |_, _| Ok(()))?.is_some() {
+                return Err(Failure::Node(
+                    crate::error::NodeError::InvalidArgValue,
+                    "The \"options.registry\" property is not an option of \
+                     connect(url, options): the registry is the \"url\" argument"
+                        .to_string(),
+                ));
+            }
+            (args::string(first, Name::Arg("url"))?, o)
+        }
+        ValueType::Object => {
+            // The older form takes everything in one object: a second argument would
+            // be ignored, so it is refused.
+            if args::kind(options) != ValueType::Undefined {
+                return Err(Failure::arg_type(
+                    "The second argument",
+                    "undefined when the first is an options object",
+                    args::kind(options),
+                ));
+            }
+            let o = args::options(first, "options", SNOWFLAKE_KEYS)?;
+            let registry = o.get("registry", args::string)?.ok_or_else(|| {
+                Failure::arg_type(
+                    &Name::Prop("options", "registry").to_string(),
+                    "of type string",
+                    ValueType::Undefined,
+                )
+            })?;
+            (registry, o)
+        }
+        k => {
+            return Err(Failure::arg_type(
+                "The \"url\" argument",
+                "of type string",
+                k,
+            ))
+        }
+    };
     let mut builder = SnowflakeGenerator::builder().registry_url(&registry)?;
     if let Some(layout) = o.get("layout", layout)? {
         builder = builder.layout(layout);
@@ -140,11 +186,18 @@ pub struct JsSnowflakeGenerator {
 
 #[napi]
 impl JsSnowflakeGenerator {
-    /// Acquires a worker id and starts the heartbeat on the core's runtime. Bad
-    /// options reject the Promise before any I/O.
-    #[napi]
-    pub fn connect(options: Unknown<'_>) -> Pending<fast::Bound<JsSnowflakeGenerator>> {
-        pending(builder(options).map(|b| async move {
+    /// Acquires a worker id from the registry `url` and starts the heartbeat on the
+    /// core's runtime; also `connect({ registry, … })`, the older form. Bad options
+    /// reject the Promise before any I/O.
+    ///
+    /// Writable and configurable (napi makes statics neither) so index.js can wrap it
+    /// to re-make a rejection at the caller's `await`.
+    #[napi(writable = true, configurable = true)]
+    pub fn connect(
+        url: Unknown<'_>,
+        options: Unknown<'_>,
+    ) -> Pending<fast::Bound<JsSnowflakeGenerator>> {
+        pending(builder(url, options).map(|b| async move {
             b.build()
                 .await
                 .map(|inner| fast::Bound(JsSnowflakeGenerator { inner }))

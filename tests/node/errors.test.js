@@ -1,6 +1,6 @@
 'use strict';
-// Every error is an Error with the core's code and message, thrown synchronously by
-// sync calls and as a Promise rejection by async ones.
+// Every error is a LeafError (an Error) with the core's code and message, thrown
+// synchronously by sync calls and as a Promise rejection by async ones.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
@@ -14,6 +14,8 @@ const { SegmentGenerator, SnowflakeGenerator, decode } = leafid;
 function isLeafError(code) {
   return (e) => {
     assert.ok(e instanceof Error, 'an Error object');
+    assert.ok(e instanceof leafid.LeafError, `a LeafError: ${e.stack}`);
+    assert.equal(e.name, 'LeafError');
     assert.equal(e.code, code);
     assert.ok(e.message.length > 10, 'a message that says what to do');
     return true;

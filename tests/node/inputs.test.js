@@ -36,6 +36,8 @@ const KINDS = {
   id: (v) => (typeof v !== 'bigint' ? TYPE : v >= 1n && v < 2n ** 63n ? null : RANGE),
   options: (v) => (v === undefined || isObject(v) ? null : TYPE),
   requiredObject: (v) => (isObject(v) ? null : TYPE),
+  // A registry URL, or the older form's one options object.
+  urlOrOptions: (v) => (typeof v === 'string' || isObject(v) ? null : TYPE),
   strings: (v) => (Array.isArray(v) ? null : TYPE),
   bytes: (v) => (v instanceof Uint8Array ? null : TYPE),
   bigints: (v) => (v instanceof BigInt64Array ? null : TYPE),
@@ -75,7 +77,8 @@ function rows({ gen, handle, sf, cipher }) {
     ['SegmentGenerator#createTag options.existOk', '?boolean', (v) => gen.createTag('fresh', { existOk: v })],
     ['TagHandle#nextIds n', 'count', (v) => handle.nextIds(v)],
     ['TagHandle#nextIdsAsync n', 'count', (v) => handle.nextIdsAsync(v)],
-    ['SnowflakeGenerator.connect options', 'requiredObject', (v) => SnowflakeGenerator.connect(v)],
+    ['SnowflakeGenerator.connect url', 'urlOrOptions', (v) => SnowflakeGenerator.connect(v)],
+    ['SnowflakeGenerator.connect options', 'options', (v) => SnowflakeGenerator.connect('fixed:946', v)],
     ['SnowflakeGenerator.connect options.registry', 'string', (v) => SnowflakeGenerator.connect({ registry: v })],
     ['SnowflakeGenerator.connect options.layout', 'requiredObject', (v) => SnowflakeGenerator.connect(sfOpts({ layout: v === undefined ? null : v }))],
     ['SnowflakeGenerator.connect options.layout.timestampBits', 'bits', (v) => SnowflakeGenerator.connect(sfOpts({ layout: { ...LAYOUT, timestampBits: v } }))],
@@ -111,6 +114,8 @@ const NO_ARGUMENTS = new Set([
   'SnowflakeGenerator#nextId', 'SnowflakeGenerator#nextIdString', 'SnowflakeGenerator#nextIdAsync',
   'SnowflakeGenerator#close', 'SnowflakeGenerator#workerId', 'SnowflakeGenerator#layout',
   'leafLayout', 'jsSafeLayout', 'LEAF_EPOCH', 'metricsText',
+  // A JS Error subclass and its guard: any message and any value, as Error takes them.
+  'LeafError.constructor', 'LeafError#name', 'isLeafError',
 ]);
 
 function describe(v) {

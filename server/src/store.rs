@@ -57,7 +57,7 @@ impl SegmentSlot {
         // The cause alone: the library's hint ("ids already buffered keep flowing") is
         // not true of a server that never connected.
         let why = match e {
-            Error::StoreUnavailable { cause } => format!("store unavailable: {cause}"),
+            Error::StoreUnavailable { cause, .. } => format!("store unavailable: {cause}"),
             other => other.to_string(),
         };
         *self.waiting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);

@@ -173,7 +173,10 @@ impl MysqlRegistry {
                 use crate::segment::store::mysql::{probe, Probe};
                 Err(match probe(&self.options).await {
                     Probe::Failed(e) => self.db_err("connect", e),
-                    other => Error::registry(format!("MySQL {}: connect: {other}", self.shown_url)),
+                    other => Error::registry_with(
+                        format!("MySQL {}: connect: {other}", self.shown_url),
+                        Probe::timed_out_cause(),
+                    ),
                 })
             }
             Err(e) => Err(self.db_err("connect", e)),
@@ -185,14 +188,32 @@ impl MysqlRegistry {
     /// waits as long as the statement did) and says what timed out.
     pub(super) fn timed_out(&self, conn: &mut PoolConnection<MySql>, what: &str) -> Error {
         conn.close_on_drop();
-        Error::registry(format!(
+        let text = format!(
             "MySQL {}: {what}: no answer within {CALL_TIMEOUT:?}",
             self.shown_url
-        ))
+        );
+        Error::registry_with(&text, crate::error::Cause::timed_out(text.clone()))
     }
 
+    /// A driver error of `what` as the user sees it, the driver's error kept as the
+    /// source: a refused login (or unknown database) is `AccessDenied`, since retrying
+    /// cannot help; anything else `RegistryUnavailable`.
     pub(super) fn db_err(&self, what: &str, e: sqlx::Error) -> Error {
-        Error::registry(format!("MySQL {}: {what}: {e}", self.shown_url))
+        let text = format!("MySQL {}: {what}: {e}", self.shown_url);
+        // Only the server's own answer (not a network error) is a refusal of this client.
+        let answered = matches!(e, sqlx::Error::Database(_));
+        let cause = crate::error::Cause::sqlx(e);
+        match cause.kind() {
+            crate::error::CauseKind::LoginRefused if answered => Error::access_denied(
+                format!("{text}; check the user and password in the URL and the user's grants"),
+                cause,
+            ),
+            crate::error::CauseKind::NotFound if answered => Error::access_denied(
+                format!("{text}; create the database or fix its name in the URL"),
+                cause,
+            ),
+            _ => Error::registry_with(text, cause),
+        }
     }
 
     /// The database's clock in ms since the Unix epoch, as a [`ClockReading`].

@@ -222,13 +222,11 @@ impl ZookeeperRecycleRegistry {
             .await
             .map_err(|e| match e {
                 // Retrying cannot help: the configuration has to change.
-                zk::ZkError::AuthFailed(why) | zk::ZkError::InvalidConnect(why) => {
+                zk::ZkError::InvalidConnect(why) => {
                     Error::InvalidConfig(format!("zookeeper-recycle {}: {why}", self.shown))
                 }
-                e => Error::registry(format!(
-                    "cannot open a ZooKeeper session with {}: {e}",
-                    self.shown
-                )),
+                // Refused credentials: `AccessDenied` (a configuration error too).
+                e => super::zookeeper::session_err(&self.shown, e),
             })
     }
 

@@ -5,10 +5,7 @@ use std::io::Write;
 use leafid::{SegmentGenerator, SegmentOptions};
 
 async fn connect(url: &str, tags: Vec<String>) -> Result<SegmentGenerator, String> {
-    let opts = SegmentOptions {
-        tags,
-        ..SegmentOptions::default()
-    };
+    let opts = SegmentOptions::default().tags(tags);
     SegmentGenerator::connect(url, opts)
         .await
         .map_err(|e| format!("{}: {e}", leafid::redact::url(url)))

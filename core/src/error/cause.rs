@@ -224,7 +224,7 @@ mod tests {
         assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
         assert_eq!(e.cause_kind(), Some(CauseKind::Refused));
         // Copies for other waiters keep both.
-        let copy = crate::segment::refill::copy_error(&e);
+        let copy = e.copy();
         assert!(StdError::source(&copy)
             .and_then(|s| s.downcast_ref::<std::io::Error>())
             .is_some());
@@ -234,7 +234,10 @@ mod tests {
     #[test]
     fn io_kinds() {
         use std::io::{Error, ErrorKind as K};
-        assert_eq!(io_kind(&Error::from(K::ConnectionRefused)), CauseKind::Refused);
+        assert_eq!(
+            io_kind(&Error::from(K::ConnectionRefused)),
+            CauseKind::Refused
+        );
         assert_eq!(io_kind(&Error::from(K::TimedOut)), CauseKind::TimedOut);
         let dns = Error::other("failed to lookup address information: Name or service not known");
         assert_eq!(io_kind(&dns), CauseKind::NotFound);

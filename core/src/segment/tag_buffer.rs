@@ -426,7 +426,8 @@ impl TagBuffer {
     /// answered (never a bare "none" during an outage a caller is waiting out).
     pub(super) fn exhausted(&self, st: &SlowState, waited: Duration) -> Error {
         let loading = self.ring.next.load(Ordering::Acquire) == NEXT_LOADING;
-        let (cause, source) = super::refill::exhausted_cause(st.last_error.as_ref(), loading, waited);
+        let (cause, source) =
+            super::refill::exhausted_cause(st.last_error.as_ref(), loading, waited);
         Error::SegmentsExhausted {
             tag: self.tag.clone(),
             waited,

@@ -145,7 +145,10 @@ pub(crate) fn session_err(shown: &str, e: zk::ZkError) -> Error {
 /// the client's error kept as the source.
 pub(crate) fn zk_err(connect: &str, op: &str, path: &str, e: zk::ZkError) -> Error {
     Error::registry_with(
-        format!("ZooKeeper {}: {op} {path}: {e}", crate::redact::url(connect)),
+        format!(
+            "ZooKeeper {}: {op} {path}: {e}",
+            crate::redact::url(connect)
+        ),
         crate::error::Cause::zk(e),
     )
 }

@@ -26,13 +26,13 @@
 //! use leafid::{SegmentGenerator, SegmentOptions};
 //! let dir = tempfile::tempdir().unwrap();
 //! let url = format!("sqlite://{}/ids.db", dir.path().display());
-//! let gen = SegmentGenerator::connect_blocking(&url, SegmentOptions::default())?;
-//! let g = gen.clone();
+//! let generator = SegmentGenerator::connect_blocking(&url, SegmentOptions::default())?;
+//! let g = generator.clone();
 //! leafid::runtime::block_on(async move { g.create_tag("order", 1, 1000, "orders").await })?;
-//! let order = gen.tag("order")?;
+//! let order = generator.tag("order")?;
 //! assert_eq!(order.next_id()?, 1);
-//! assert_eq!(gen.next_ids("order", 3)?, vec![2, 3, 4]);
-//! gen.close();
+//! assert_eq!(generator.next_ids("order", 3)?, vec![2, 3, 4]);
+//! generator.close();
 //! # Ok(()) }
 //! ```
 

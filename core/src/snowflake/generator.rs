@@ -405,15 +405,15 @@ impl SnowflakeBuilder {
 /// ```
 /// # fn main() -> leafid::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
-/// let gen = leafid::SnowflakeGenerator::builder()
+/// let generator = leafid::SnowflakeGenerator::builder()
 ///     .registry_url("fixed:7")?
 ///     .cache_dir(dir.path())
 ///     .build_blocking()?;
-/// let a = gen.next_id()?;
-/// let b = gen.next_id()?;
+/// let a = generator.next_id()?;
+/// let b = generator.next_id()?;
 /// assert!(b > a);
-/// assert_eq!(gen.decode(b).worker_id, 7);
-/// gen.close();
+/// assert_eq!(generator.decode(b).worker_id, 7);
+/// generator.close();
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]

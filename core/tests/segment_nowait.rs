@@ -163,11 +163,8 @@ fn zero_wait_works_after_tag_handle_create_tag_and_connect_tags() {
 fn connect_with_a_missing_tag_in_tags_fails_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/ids.db", dir.path().display());
-    let err = SegmentGenerator::connect_blocking(
-        &url,
-        SegmentOptions::default().tags(["nowhere"]),
-    )
-    .unwrap_err();
+    let err = SegmentGenerator::connect_blocking(&url, SegmentOptions::default().tags(["nowhere"]))
+        .unwrap_err();
     assert!(
         matches!(err, Error::TagNotFound { ref tag } if tag == "nowhere"),
         "{err:?}"

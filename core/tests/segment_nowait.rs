@@ -363,7 +363,8 @@ fn refused_mysql_names_the_root_cause() {
     assert_eq!(text.matches("store unavailable").count(), 1, "{text}");
 }
 
-/// A wrong password and an unknown database are configuration errors that say so.
+/// A wrong password and an unknown database are configuration errors that say so:
+/// `AccessDenied` (kind `Config`), not `InvalidConfig`, which is a bad option.
 #[test]
 fn wrong_password_and_unknown_database_are_configuration_errors() {
     let good = url::Url::parse(&mysql_url()).unwrap();
@@ -371,14 +372,16 @@ fn wrong_password_and_unknown_database_are_configuration_errors() {
     bad_pw.set_password(Some("definitely-wrong-pw")).unwrap();
     let err =
         SegmentGenerator::connect_blocking(bad_pw.as_str(), SegmentOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(matches!(err, Error::AccessDenied { .. }), "{err:?}");
+    assert_eq!(err.kind(), leafid::ErrorKind::Config);
     assert!(err.to_string().contains("refused the login"), "{err}");
     assert!(!err.to_string().contains("definitely-wrong-pw"), "{err}");
     let mut bad_db = good.clone();
     bad_db.set_path("/no_such_db_leafid_12");
     let err =
         SegmentGenerator::connect_blocking(bad_db.as_str(), SegmentOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(matches!(err, Error::AccessDenied { .. }), "{err:?}");
+    assert_eq!(err.kind(), leafid::ErrorKind::Config);
     assert!(err.to_string().contains("no_such_db_leafid_12"), "{err}");
 }
 

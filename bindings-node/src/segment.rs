@@ -30,24 +30,26 @@ const SEGMENT_KEYS: &[&str] = &[
 fn segment_options(options: Unknown<'_>) -> Fallible<SegmentOptions> {
     let o = args::options(options, "options", SEGMENT_KEYS)?;
     let d = SegmentOptions::default();
-    Ok(SegmentOptions {
-        wait_timeout: o
-            .get("waitTimeoutMs", args::millis)?
-            .unwrap_or(d.wait_timeout),
-        refresh_interval: o
-            .get("refreshIntervalMs", args::millis)?
-            .unwrap_or(d.refresh_interval),
-        create_table: o
-            .get("createTable", args::boolean)?
-            .unwrap_or(d.create_table),
-        double_buffer: o
-            .get("doubleBuffer", args::boolean)?
-            .unwrap_or(d.double_buffer),
-        max_step: o.get("maxStep", args::int64)?.unwrap_or(d.max_step),
-        js_safe: o.get("jsSafe", args::boolean)?.unwrap_or(d.js_safe),
-        tags: o.get("tags", args::strings)?.unwrap_or(d.tags),
-        clock: d.clock,
-    })
+    Ok(SegmentOptions::default()
+        .wait_timeout(
+            o.get("waitTimeoutMs", args::millis)?
+                .unwrap_or(d.wait_timeout),
+        )
+        .refresh_interval(
+            o.get("refreshIntervalMs", args::millis)?
+                .unwrap_or(d.refresh_interval),
+        )
+        .create_table(
+            o.get("createTable", args::boolean)?
+                .unwrap_or(d.create_table),
+        )
+        .double_buffer(
+            o.get("doubleBuffer", args::boolean)?
+                .unwrap_or(d.double_buffer),
+        )
+        .max_step(o.get("maxStep", args::int64)?.unwrap_or(d.max_step))
+        .js_safe(o.get("jsSafe", args::boolean)?.unwrap_or(d.js_safe))
+        .tags(o.get("tags", args::strings)?.unwrap_or(d.tags)))
 }
 
 /// `createTag`'s options: start (1), step (1000), description (""), existOk (false).

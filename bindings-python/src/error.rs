@@ -39,6 +39,9 @@ fn exception<'py>(py: Python<'py>, e: &leafid::Error) -> PyResult<Bound<'py, PyA
         exc.setattr(name, value)?;
     }
     exc.setattr("cause", cause_text(e))?;
+    // What kind of failure lies under it ("refused", "timed_out", "login_refused",
+    // "not_found", "other"), classified once in the core.
+    exc.setattr("cause_kind", e.cause_kind().map(|k| k.as_str()))?;
     // The underlying error itself, whenever the core keeps it: a variant whose cause
     // becomes a `#[source]` gets its `__cause__` here with no change in this file.
     if let Some(source) = std::error::Error::source(e) {
@@ -66,8 +69,9 @@ fn fields(e: &leafid::Error) -> Vec<(&'static str, String)> {
 fn cause_text(e: &leafid::Error) -> Option<String> {
     use leafid::Error as E;
     match e {
-        E::StoreUnavailable { cause }
-        | E::RegistryUnavailable { cause }
+        E::StoreUnavailable { cause, .. }
+        | E::RegistryUnavailable { cause, .. }
+        | E::AccessDenied { cause, .. }
         | E::LeaseLost { cause, .. } => Some(cause.to_string()),
         // "none": the refill was merely slow, no error behind it.
         E::SegmentsExhausted { cause, .. } => {

@@ -30,16 +30,14 @@ fn options(
     js_safe: bool,
     tags: Vec<String>,
 ) -> PyResult<SegmentOptions> {
-    Ok(SegmentOptions {
-        wait_timeout: crate::seconds("wait_timeout", wait_timeout)?,
-        refresh_interval: crate::seconds("refresh_interval", refresh_interval)?,
-        create_table,
-        double_buffer,
-        max_step,
-        js_safe,
-        tags,
-        ..SegmentOptions::default()
-    })
+    Ok(SegmentOptions::default()
+        .wait_timeout(crate::seconds("wait_timeout", wait_timeout)?)
+        .refresh_interval(crate::seconds("refresh_interval", refresh_interval)?)
+        .create_table(create_table)
+        .double_buffer(double_buffer)
+        .max_step(max_step)
+        .js_safe(js_safe)
+        .tags(tags))
 }
 
 #[pymethods]

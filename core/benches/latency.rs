@@ -33,13 +33,11 @@ struct Profile {
 }
 
 fn run(url: &str, proxy: &DelayProxy, s: &Scenario, rate: u64, secs: f64, step: i64) -> Profile {
-    let opts = SegmentOptions {
-        double_buffer: s.double_buffer,
-        max_step: step,
-        wait_timeout: Duration::from_secs(5),
-        create_table: true,
-        ..SegmentOptions::default()
-    };
+    let opts = SegmentOptions::default()
+        .double_buffer(s.double_buffer)
+        .max_step(step)
+        .wait_timeout(Duration::from_secs(5))
+        .create_table(true);
     proxy.set_delay(Duration::ZERO);
     proxy.set_down(false);
     let gen = SegmentGenerator::connect_blocking(url, opts).unwrap();

@@ -20,23 +20,32 @@
 //! # fn main() -> leafid::Result<()> {
 //! let dir = tempfile::tempdir().unwrap();
 //! let url = format!("sqlite://{}/ids.db", dir.path().display());
-//! let gen = leafid::SegmentGenerator::connect_blocking(&url, leafid::SegmentOptions::default())?;
-//! let g = gen.clone();
+//! let generator = leafid::SegmentGenerator::connect_blocking(&url, leafid::SegmentOptions::default())?;
+//! let g = generator.clone();
 //! leafid::runtime::block_on(async move { g.create_tag("order", 1, 1000, "orders").await })?;
-//! let order = gen.tag("order")?;
+//! let order = generator.tag("order")?;
 //! let a = order.next_id()?;
 //! let b = order.next_id()?;
 //! assert!(b > a);
 //! # Ok(()) }
 //! ```
 
+// docs.rs builds with `--cfg docsrs`: feature-gated items carry a badge naming the
+// Cargo feature they need.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod base62;
 pub mod cipher;
 pub mod clock;
 pub mod error;
+// Shared with leafid's server and bindings (argument bounds, password redaction), not
+// part of the library's API: hidden from the docs.
+#[doc(hidden)]
 pub mod limits;
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
+#[doc(hidden)]
 pub mod redact;
 pub mod runtime;
 pub mod segment;
@@ -45,7 +54,7 @@ pub mod snowflake;
 pub use base62::{decode_base62, encode_base62};
 pub use cipher::IdCipher;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Cause, CauseKind, Error, ErrorKind, Result};
 pub use segment::{
     RefillLatency, SegmentGenerator, SegmentOptions, SegmentStats, TagHandle, TagStats,
 };

@@ -171,10 +171,7 @@ fn forks_during_parent_sqlite_statements_never_hang_or_share_ids() {
     use std::sync::{Arc, Mutex};
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/ids.db", dir.path().display());
-    let opts = leafid::SegmentOptions {
-        wait_timeout: std::time::Duration::from_secs(60),
-        ..Default::default()
-    };
+    let opts = leafid::SegmentOptions::default().wait_timeout(std::time::Duration::from_secs(60));
     let gen = leafid::SegmentGenerator::connect_blocking(&url, opts).unwrap();
     let g = gen.clone();
     leafid::runtime::block_on(async move { g.create_tag("t", 1, 1, "").await }).unwrap();

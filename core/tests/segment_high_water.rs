@@ -49,12 +49,10 @@ impl Table {
     /// A generator that loads a segment only when one is spent (so the rows the test
     /// writes are the ones loaded), waiting long enough for any refill.
     fn generator(&self) -> SegmentGenerator {
-        let opts = SegmentOptions {
-            double_buffer: false,
-            wait_timeout: Duration::from_secs(5),
-            create_table: true,
-            ..SegmentOptions::default()
-        };
+        let opts = SegmentOptions::default()
+            .double_buffer(false)
+            .wait_timeout(Duration::from_secs(5))
+            .create_table(true);
         match self {
             Table::Memory(store) => {
                 block_on(SegmentGenerator::with_store(store.clone(), opts)).unwrap()

@@ -12,11 +12,9 @@ use leafid::{Error, ManualClock, SegmentGenerator, SegmentOptions, TagStats};
 const MINUTE: i64 = 60_000;
 
 fn options(clock: Arc<ManualClock>) -> SegmentOptions {
-    SegmentOptions {
-        clock,
-        wait_timeout: Duration::from_secs(5),
-        ..SegmentOptions::default()
-    }
+    SegmentOptions::default()
+        .clock(clock)
+        .wait_timeout(Duration::from_secs(5))
 }
 
 fn setup(step: i64) -> (Arc<MemoryStore>, Arc<ManualClock>, SegmentGenerator) {
@@ -76,10 +74,7 @@ fn single_buffer_loads_only_when_spent() {
     let store = Arc::new(MemoryStore::new());
     let s = store.clone();
     leafid::runtime::block_on(async move { s.create_tag("order", 1, 100, "").await }).unwrap();
-    let opts = SegmentOptions {
-        double_buffer: false,
-        ..options(ManualClock::new(0))
-    };
+    let opts = options(ManualClock::new(0)).double_buffer(false);
     let dynstore: Arc<dyn SegmentStore> = store.clone();
     let gen = leafid::runtime::block_on(SegmentGenerator::with_store(dynstore, opts)).unwrap();
     let h = gen.tag("order").unwrap();
@@ -168,11 +163,9 @@ fn slow_refill_gives_segments_exhausted_after_the_timeout() {
     let store = Arc::new(MemoryStore::new());
     let s = store.clone();
     leafid::runtime::block_on(async move { s.create_tag("order", 1, 5, "").await }).unwrap();
-    let opts = SegmentOptions {
-        wait_timeout: Duration::from_millis(50),
-        double_buffer: false,
-        ..options(ManualClock::new(0))
-    };
+    let opts = options(ManualClock::new(0))
+        .wait_timeout(Duration::from_millis(50))
+        .double_buffer(false);
     let dynstore: Arc<dyn SegmentStore> = store.clone();
     let gen = leafid::runtime::block_on(SegmentGenerator::with_store(dynstore, opts)).unwrap();
     for _ in 0..5 {
@@ -445,10 +438,7 @@ fn js_safe_tags_stop_below_two_to_the_53() {
     // The first segment is [limit - 5, limit + 95): only 5 of its ids are safe.
     leafid::runtime::block_on(async move { s.create_tag("order", limit - 5, 100, "").await })
         .unwrap();
-    let opts = SegmentOptions {
-        js_safe: true,
-        ..options(ManualClock::new(1_700_000_000_000))
-    };
+    let opts = options(ManualClock::new(1_700_000_000_000)).js_safe(true);
     let dynstore: Arc<dyn SegmentStore> = store.clone();
     let gen = leafid::runtime::block_on(SegmentGenerator::with_store(dynstore, opts)).unwrap();
     let h = gen.tag("order").unwrap();

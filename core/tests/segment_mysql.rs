@@ -157,10 +157,7 @@ fn ids_never_overlap_a_java_leaf_server_on_the_same_table() {
 
 #[test]
 fn a_tag_inserted_with_sql_appears_after_the_refresh() {
-    let gen = connect(SegmentOptions {
-        refresh_interval: Duration::from_millis(300),
-        ..SegmentOptions::default()
-    });
+    let gen = connect(SegmentOptions::default().refresh_interval(Duration::from_millis(300)));
     let tag = fresh_tag("sql");
     let t = tag.clone();
     sql(move |pool| {
@@ -200,14 +197,9 @@ fn a_missing_table_is_a_clear_error() {
     let err = SegmentGenerator::connect_blocking(&other, SegmentOptions::default()).unwrap_err();
     assert!(matches!(err, Error::TableMissing { .. }), "{err:?}");
     assert!(err.to_string().contains("create_table"));
-    let gen = SegmentGenerator::connect_blocking(
-        &other,
-        SegmentOptions {
-            create_table: true,
-            ..SegmentOptions::default()
-        },
-    )
-    .unwrap();
+    let gen =
+        SegmentGenerator::connect_blocking(&other, SegmentOptions::default().create_table(true))
+            .unwrap();
     assert!(gen.tags().is_empty());
 }
 
@@ -313,10 +305,7 @@ fn create_table_declares_utf8mb4_so_multibyte_tags_work_on_a_latin1_database() {
     let (base, _) = url.rsplit_once('/').unwrap();
     let gen = SegmentGenerator::connect_blocking(
         &format!("{base}/{db}"),
-        SegmentOptions {
-            create_table: true,
-            ..SegmentOptions::default()
-        },
+        SegmentOptions::default().create_table(true),
     )
     .unwrap();
     let tag = "订单-überweisung-🧾";

@@ -29,10 +29,7 @@ fn services(args: &[&str]) {
 /// then see `StoreUnavailable` within the timeout, and issuing resumes on its own.
 #[test]
 fn database_restart_mid_run_loses_nothing_and_duplicates_nothing() {
-    let gen = connect(SegmentOptions {
-        wait_timeout: Duration::from_millis(500),
-        ..SegmentOptions::default()
-    });
+    let gen = connect(SegmentOptions::default().wait_timeout(Duration::from_millis(500)));
     let tag = fresh_tag("outage");
     create(&gen, &tag, 1, 2000);
     let stop = Arc::new(AtomicBool::new(false));

@@ -68,12 +68,10 @@ fn next_id_now_fails_at_once_while_the_store_is_blackholed_and_next_id_async_res
     let wait = Duration::from_secs(60);
     let gen = via_proxy(
         &proxy,
-        SegmentOptions {
-            wait_timeout: wait,
-            double_buffer: false,
-            tags: vec![tag.clone()],
-            ..SegmentOptions::default()
-        },
+        SegmentOptions::default()
+            .wait_timeout(wait)
+            .double_buffer(false)
+            .tags(vec![tag.clone()]),
     );
     let h = gen.tag(&tag).unwrap();
     let mut seen: HashSet<i64> = (0..10).map(|_| h.next_id_now().unwrap()).collect();
@@ -136,11 +134,9 @@ fn zero_wait_works_after_tag_handle_create_tag_and_connect_tags() {
     }
     let gen = SegmentGenerator::connect_blocking(
         &url,
-        SegmentOptions {
-            wait_timeout: Duration::ZERO,
-            tags: vec!["listed".into()],
-            ..SegmentOptions::default()
-        },
+        SegmentOptions::default()
+            .wait_timeout(Duration::ZERO)
+            .tags(["listed"]),
     )
     .unwrap();
     // `admin` holds the first segments (create_tag loads them): 100..110, 200..210.
@@ -167,14 +163,8 @@ fn zero_wait_works_after_tag_handle_create_tag_and_connect_tags() {
 fn connect_with_a_missing_tag_in_tags_fails_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}/ids.db", dir.path().display());
-    let err = SegmentGenerator::connect_blocking(
-        &url,
-        SegmentOptions {
-            tags: vec!["nowhere".into()],
-            ..SegmentOptions::default()
-        },
-    )
-    .unwrap_err();
+    let err = SegmentGenerator::connect_blocking(&url, SegmentOptions::default().tags(["nowhere"]))
+        .unwrap_err();
     assert!(
         matches!(err, Error::TagNotFound { ref tag } if tag == "nowhere"),
         "{err:?}"
@@ -245,10 +235,7 @@ fn tag_exists_makes_the_tag_usable() {
     let a = SegmentGenerator::connect_blocking(&url, SegmentOptions::default()).unwrap();
     let b = SegmentGenerator::connect_blocking(
         &url,
-        SegmentOptions {
-            wait_timeout: Duration::from_secs(5),
-            ..SegmentOptions::default()
-        },
+        SegmentOptions::default().wait_timeout(Duration::from_secs(5)),
     )
     .unwrap();
     try_create(&a, "dup", 7, 10).unwrap();
@@ -315,10 +302,7 @@ fn lookup_on_miss_is_rate_limited() {
     let dynstore: Arc<dyn SegmentStore> = store.clone();
     let gen = block_on(SegmentGenerator::with_store(
         dynstore,
-        SegmentOptions {
-            clock: clock.clone(),
-            ..SegmentOptions::default()
-        },
+        SegmentOptions::default().clock(clock.clone()),
     ))
     .unwrap();
     let count = || store.lookups.load(Ordering::SeqCst);
@@ -379,7 +363,8 @@ fn refused_mysql_names_the_root_cause() {
     assert_eq!(text.matches("store unavailable").count(), 1, "{text}");
 }
 
-/// A wrong password and an unknown database are configuration errors that say so.
+/// A wrong password and an unknown database are configuration errors that say so:
+/// `AccessDenied` (kind `Config`), not `InvalidConfig`, which is a bad option.
 #[test]
 fn wrong_password_and_unknown_database_are_configuration_errors() {
     let good = url::Url::parse(&mysql_url()).unwrap();
@@ -387,14 +372,16 @@ fn wrong_password_and_unknown_database_are_configuration_errors() {
     bad_pw.set_password(Some("definitely-wrong-pw")).unwrap();
     let err =
         SegmentGenerator::connect_blocking(bad_pw.as_str(), SegmentOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(matches!(err, Error::AccessDenied { .. }), "{err:?}");
+    assert_eq!(err.kind(), leafid::ErrorKind::Config);
     assert!(err.to_string().contains("refused the login"), "{err}");
     assert!(!err.to_string().contains("definitely-wrong-pw"), "{err}");
     let mut bad_db = good.clone();
     bad_db.set_path("/no_such_db_leafid_12");
     let err =
         SegmentGenerator::connect_blocking(bad_db.as_str(), SegmentOptions::default()).unwrap_err();
-    assert!(matches!(err, Error::InvalidConfig(_)), "{err:?}");
+    assert!(matches!(err, Error::AccessDenied { .. }), "{err:?}");
+    assert_eq!(err.kind(), leafid::ErrorKind::Config);
     assert!(err.to_string().contains("no_such_db_leafid_12"), "{err}");
 }
 
@@ -433,10 +420,7 @@ fn case_variants_of_a_mysql_tag_are_not_a_second_tag() {
 #[test]
 fn blocking_next_id_on_a_miss_from_runtime_threads_returns() {
     let store = Arc::new(MemoryStore::new());
-    let opts = SegmentOptions {
-        wait_timeout: Duration::from_millis(200),
-        ..SegmentOptions::default()
-    };
+    let opts = SegmentOptions::default().wait_timeout(Duration::from_millis(200));
     let gen = block_on(SegmentGenerator::with_store(store, opts)).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     for k in 0..2 {
@@ -513,10 +497,7 @@ fn a_forked_child_does_not_wait_on_the_parents_lookup() {
         inner: inner.clone(),
         parent: std::process::id(),
     });
-    let opts = SegmentOptions {
-        wait_timeout: Duration::from_secs(30),
-        ..SegmentOptions::default()
-    };
+    let opts = SegmentOptions::default().wait_timeout(Duration::from_secs(30));
     let gen = block_on(SegmentGenerator::with_store(store, opts)).unwrap();
     let i = inner.clone();
     block_on(async move { i.create_tag("elsewhere", 1, 10, "").await }).unwrap();
@@ -603,10 +584,7 @@ fn a_segment_below_one_already_loaded_is_refused() {
     let store = Arc::new(Restored {
         inner: inner.clone(),
     });
-    let opts = SegmentOptions {
-        double_buffer: false,
-        ..SegmentOptions::default()
-    };
+    let opts = SegmentOptions::default().double_buffer(false);
     let gen = block_on(SegmentGenerator::with_store(store, opts)).unwrap();
     let g = gen.clone();
     block_on(async move { g.create_tag("again", 1, 10, "").await }).unwrap();

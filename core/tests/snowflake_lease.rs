@@ -63,6 +63,7 @@ impl WorkerRegistry for Pool {
             if st.fail_acquire {
                 return Err(Error::RegistryUnavailable {
                     cause: "test pool is down".into(),
+                    source: None,
                 });
             }
             let id = *st
@@ -90,6 +91,7 @@ impl WorkerRegistry for Pool {
             if st.fail_renew {
                 return Err(Error::RegistryUnavailable {
                     cause: "test pool is down".into(),
+                    source: None,
                 });
             }
             st.floors.insert(lease.worker_id, bound_ms);

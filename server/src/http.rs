@@ -344,7 +344,10 @@ fn leaf_failure(
 /// Leaf's -1 ("not initialised") while the store that was down at start is retried.
 fn not_connected(metrics: &Metrics, slot: &SegmentSlot, path: &str, browser: Browser) -> Response {
     let cause = slot.waiting_on().unwrap_or_default();
-    let e = Error::StoreUnavailable { cause };
+    let e = Error::StoreUnavailable {
+        cause,
+        source: None,
+    };
     leaf_failure(metrics, "segment", -1, &e, path, browser)
 }
 

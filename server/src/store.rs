@@ -57,7 +57,7 @@ impl SegmentSlot {
         // The cause alone: the library's hint ("ids already buffered keep flowing") is
         // not true of a server that never connected.
         let why = match e {
-            Error::StoreUnavailable { cause } => format!("store unavailable: {cause}"),
+            Error::StoreUnavailable { cause, .. } => format!("store unavailable: {cause}"),
             other => other.to_string(),
         };
         *self.waiting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
@@ -94,10 +94,7 @@ pub async fn connect(
 }
 
 fn options(create_table: bool) -> SegmentOptions {
-    SegmentOptions {
-        create_table,
-        ..SegmentOptions::default()
-    }
+    SegmentOptions::default().create_table(create_table)
 }
 
 async fn retry(url: String, create_table: bool, slot: SegmentSlot) {

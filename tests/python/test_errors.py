@@ -15,7 +15,7 @@ import pytest
 import leafid
 from leafid import _errors, _leafid
 
-CONFIG = {"InvalidTag", "InvalidUrl", "InvalidConfig", "WorkerIdOutOfRange", "TableMissing"}
+CONFIG = {"InvalidTag", "InvalidUrl", "InvalidConfig", "WorkerIdOutOfRange", "TableMissing", "AccessDenied"}
 
 
 def test_every_core_variant_has_a_class_under_leaf_error() -> None:

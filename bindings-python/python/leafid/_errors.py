@@ -25,6 +25,7 @@ class LeafError(Exception):
 
     code: str = "LEAF_ERROR"
     cause: Optional[str] = None
+    cause_kind: Optional[str] = None
 
     def __str__(self) -> str:
         # KeyError would print its argument with quotes; keep the core's message as is.
@@ -59,6 +60,12 @@ class TableMissing(ConfigError):
     never brings the table."""
 
     table: Optional[str] = None
+
+
+class AccessDenied(ConfigError):
+    """The database or ZooKeeper refused the credentials, or the database does not exist
+    or is not visible to this user: the server answered, so retrying never helps; fix the
+    user, password or database name in the URL."""
 
 
 class TagNotFound(LeafError, KeyError):

@@ -686,9 +686,8 @@ impl Inner {
             // The store could not say: its error, not a "no such tag" a caller may take
             // for final.
             None => match &*answer.borrow() {
-                Some(Err(cause)) => Err(Error::StoreUnavailable {
-                    cause: cause.clone(),
-                }),
+                // The store's own error (an outage, a refused login, …), source kept.
+                Some(Err(e)) => Err(e.copy()),
                 _ => Err(Error::TagNotFound { tag: tag.into() }),
             },
         }
@@ -750,9 +749,14 @@ impl Inner {
             Ok(false) => Ok(false),
             Err(e) => {
                 tracing::warn!(tag = %tag, error = %e, "looking up a tag missing from the cache failed");
+                // A missing tag is `Ok(false)`; any error here is the store's, and a
+                // caller must not take it for a final "no such tag".
                 Err(match e {
-                    Error::StoreUnavailable { cause } => cause,
-                    other => other.to_string(),
+                    e @ (Error::StoreUnavailable { .. } | Error::AccessDenied { .. }) => e,
+                    other => Error::StoreUnavailable {
+                        cause: other.to_string(),
+                        source: other.cause().cloned(),
+                    },
                 })
             }
         }
@@ -807,8 +811,9 @@ impl Inner {
         }
         for buf in bufs {
             buf.first_loaded(self).await.map_err(|e| match e {
-                Error::StoreUnavailable { cause } => Error::StoreUnavailable {
+                Error::StoreUnavailable { cause, source } => Error::StoreUnavailable {
                     cause: format!("loading the first segment of tag {:?}: {cause}", buf.tag),
+                    source,
                 },
                 other => other,
             })?;

@@ -19,7 +19,7 @@ pub const MAX_REMEMBERED: usize = 1024;
 
 /// What a finished lookup found: whether the tag exists, or the cause when the store
 /// could not answer (so a caller hears "store unavailable", not "no such tag").
-pub type Outcome = std::result::Result<bool, String>;
+pub type Outcome = std::result::Result<bool, crate::Error>;
 
 /// The shared answer of one lookup: `None` while it runs, then its [`Outcome`].
 /// A channel rather than a once-cell, so that waiters only ever wait: the lookup is run

@@ -26,13 +26,13 @@
 //! use leafid::{SegmentGenerator, SegmentOptions};
 //! let dir = tempfile::tempdir().unwrap();
 //! let url = format!("sqlite://{}/ids.db", dir.path().display());
-//! let gen = SegmentGenerator::connect_blocking(&url, SegmentOptions::default())?;
-//! let g = gen.clone();
+//! let generator = SegmentGenerator::connect_blocking(&url, SegmentOptions::default())?;
+//! let g = generator.clone();
 //! leafid::runtime::block_on(async move { g.create_tag("order", 1, 1000, "orders").await })?;
-//! let order = gen.tag("order")?;
+//! let order = generator.tag("order")?;
 //! assert_eq!(order.next_id()?, 1);
-//! assert_eq!(gen.next_ids("order", 3)?, vec![2, 3, 4]);
-//! gen.close();
+//! assert_eq!(generator.next_ids("order", 3)?, vec![2, 3, 4]);
+//! generator.close();
 //! # Ok(()) }
 //! ```
 
@@ -41,71 +41,18 @@ mod buffer;
 mod generator;
 mod high_water;
 mod lookup;
+mod options;
 mod refill;
 pub mod step;
 pub mod store;
 mod tag_buffer;
 
-use std::sync::Arc;
 use std::time::Duration;
-
-use crate::clock::{self, Clock};
 
 pub use generator::{SegmentGenerator, TagHandle};
 pub use high_water::MAX_MARKS;
+pub use options::{SegmentOptions, JS_SAFE_LIMIT, MAX_REFRESH_INTERVAL};
 pub use store::{Allocation, SegmentStore, TagRow};
-
-/// How a [`SegmentGenerator`] behaves. `Default` gives Leaf's values.
-#[derive(Debug, Clone)]
-pub struct SegmentOptions {
-    /// How long `next_id` (blocking) and `next_id_async` wait for a refill when no id is
-    /// at hand, and how long the blocking calls wait for the store lookup of a tag
-    /// missing from the cache (1 s). Zero means "never wait": such calls then fail at
-    /// once, as `next_id_now` always does, and work once a segment is there.
-    pub wait_timeout: Duration,
-    /// How often the tag list is reloaded from the table (60 s, as Leaf).
-    pub refresh_interval: Duration,
-    /// Create `leaf_alloc` at connect if missing (false; SQLite URLs always do).
-    pub create_table: bool,
-    /// Preload the next segment at 10% (true, as Leaf). False loads only when a
-    /// segment is spent: a single buffer, for comparisons.
-    pub double_buffer: bool,
-    /// The largest step the dynamic step grows to (Leaf's `MAX_STEP`, 1 000 000).
-    pub max_step: i64,
-    /// Never issue an id at or above 2^53 (false). For tags whose ids travel as JSON
-    /// numbers: every id below 2^53 is exact in a JavaScript `number`. A segment that
-    /// crosses the limit is cut short there; once the tag reaches it, calls fail with
-    /// `InvalidConfig` naming the tag.
-    pub js_safe: bool,
-    /// Tags whose first segments `connect` loads before it returns (none): the first
-    /// `next_id` of each then never waits, even with a `wait_timeout` of zero. A tag
-    /// missing from the table, or whose first load fails, fails the connect with an
-    /// error naming it.
-    pub tags: Vec<String>,
-    /// Where time comes from for the dynamic step and retry back-off.
-    pub clock: Arc<dyn Clock>,
-}
-
-/// The longest `refresh_interval` accepted: a day (tags created elsewhere must show up).
-pub const MAX_REFRESH_INTERVAL: Duration = Duration::from_secs(24 * 3600);
-
-/// The first id a `js_safe` generator refuses: 2^53.
-pub const JS_SAFE_LIMIT: i64 = 1 << 53;
-
-impl Default for SegmentOptions {
-    fn default() -> Self {
-        SegmentOptions {
-            wait_timeout: Duration::from_secs(1),
-            refresh_interval: Duration::from_secs(60),
-            create_table: false,
-            double_buffer: true,
-            max_step: step::MAX_STEP,
-            js_safe: false,
-            tags: Vec::new(),
-            clock: clock::system(),
-        }
-    }
-}
 
 /// One segment's state: ids `value..max` remain.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

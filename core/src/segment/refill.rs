@@ -168,33 +168,27 @@ pub(super) fn replay(e: Option<&Error>, tag: &str) -> Error {
 }
 
 /// `Error` is not `Clone` (it may hold an `io::Error`); this copies what the slow path
-/// keeps, and keeps each variant's kind.
+/// keeps, and keeps each variant's kind and source (see `Error::copy`).
 pub(crate) fn copy_error(e: &Error) -> Error {
-    match e {
-        Error::InvalidConfig(s) => Error::InvalidConfig(s.clone()),
-        Error::InvalidTag { tag, reason } => Error::InvalidTag {
-            tag: tag.clone(),
-            reason: reason.clone(),
-        },
-        Error::InvalidUrl { url, reason } => Error::InvalidUrl {
-            url: url.clone(),
-            reason: reason.clone(),
-        },
-        Error::Malformed { what, path, reason } => Error::Malformed {
-            what,
-            path: path.clone(),
-            reason: reason.clone(),
-        },
-        Error::TagNotFound { tag } => Error::TagNotFound { tag: tag.clone() },
-        Error::TableMissing { table } => Error::TableMissing {
-            table: table.clone(),
-        },
-        Error::StoreUnavailable { cause } => Error::StoreUnavailable {
-            cause: cause.clone(),
-        },
-        Error::Closed => Error::Closed,
-        other => Error::StoreUnavailable {
-            cause: other.to_string(),
-        },
+    e.copy()
+}
+
+/// The cause a `SegmentsExhausted` reports: the last refill error (text and source);
+/// with none yet and a refill still `loading` after the caller's `waited`, "the store
+/// has not answered within …" (kind `TimedOut`), so an outage shows as one even when
+/// the caller's wait ends before the first attempt does; "none" when nothing runs.
+pub(super) fn exhausted_cause(
+    last: Option<&Error>,
+    loading: bool,
+    waited: Duration,
+) -> (String, Option<crate::error::Cause>) {
+    match last {
+        Some(e) => (e.to_string(), e.cause().cloned()),
+        None if loading && !waited.is_zero() => {
+            let text = format!("none yet: the store has not answered within {waited:?}");
+            let cause = crate::error::Cause::timed_out(text.clone());
+            (text, Some(cause))
+        }
+        None => ("none".to_string(), None),
     }
 }

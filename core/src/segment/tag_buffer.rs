@@ -421,15 +421,18 @@ impl TagBuffer {
         }
     }
 
-    /// The error for a caller whose wait ended with no segment.
+    /// The error for a caller whose wait ended with no segment: the last refill's
+    /// error, or, while a refill still runs with no error yet, that the store has not
+    /// answered (never a bare "none" during an outage a caller is waiting out).
     pub(super) fn exhausted(&self, st: &SlowState, waited: Duration) -> Error {
+        let loading = self.ring.next.load(Ordering::Acquire) == NEXT_LOADING;
+        let (cause, source) =
+            super::refill::exhausted_cause(st.last_error.as_ref(), loading, waited);
         Error::SegmentsExhausted {
             tag: self.tag.clone(),
             waited,
-            cause: st
-                .last_error
-                .as_ref()
-                .map_or_else(|| "none".to_string(), |e| e.to_string()),
+            cause,
+            source,
         }
     }
 

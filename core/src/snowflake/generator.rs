@@ -101,8 +101,8 @@ impl Source {
 /// Why issuing cannot go on, kept lock-free between a failed renew and later callers.
 #[derive(Debug, Clone)]
 enum Failure {
-    /// Any registry or cache failure, as text.
-    Text(String),
+    /// Any registry or cache failure, as text, with its underlying error if any.
+    Text(String, Option<crate::error::Cause>),
     /// The local clock is too far from the registry's.
     Skew {
         skew_ms: i64,
@@ -125,8 +125,10 @@ impl Failure {
                 source: source_desc.clone(),
             },
             // The cause alone: `renew_error` wraps it in a `RegistryUnavailable` again.
-            Error::RegistryUnavailable { cause } => Failure::Text(cause.clone()),
-            other => Failure::Text(other.to_string()),
+            Error::RegistryUnavailable { cause, source } => {
+                Failure::Text(cause.clone(), source.clone())
+            }
+            other => Failure::Text(other.to_string(), other.cause().cloned()),
         }
     }
 }
@@ -403,15 +405,15 @@ impl SnowflakeBuilder {
 /// ```
 /// # fn main() -> leafid::Result<()> {
 /// let dir = tempfile::tempdir().unwrap();
-/// let gen = leafid::SnowflakeGenerator::builder()
+/// let generator = leafid::SnowflakeGenerator::builder()
 ///     .registry_url("fixed:7")?
 ///     .cache_dir(dir.path())
 ///     .build_blocking()?;
-/// let a = gen.next_id()?;
-/// let b = gen.next_id()?;
+/// let a = generator.next_id()?;
+/// let b = generator.next_id()?;
 /// assert!(b > a);
-/// assert_eq!(gen.decode(b).worker_id, 7);
-/// gen.close();
+/// assert_eq!(generator.decode(b).worker_id, 7);
+/// generator.close();
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -529,7 +531,7 @@ impl Core {
             closed: word::AtomicBool::new(false),
             session: AtomicPtr::new(std::ptr::null_mut()),
             retry_after: AtomicI64::new(i64::MIN),
-            last_failure: arc_swap::ArcSwap::from_pointee(Failure::Text(String::new())),
+            last_failure: arc_swap::ArcSwap::from_pointee(Failure::Text(String::new(), None)),
             clock_ref: arc_swap::ArcSwapOption::empty(),
             released: tokio::sync::watch::Sender::new(false),
             issued: std::sync::atomic::AtomicU64::new(0),
@@ -582,7 +584,7 @@ impl Core {
         match result {
             Ok(()) => self
                 .last_failure
-                .store(Arc::new(Failure::Text(String::new()))),
+                .store(Arc::new(Failure::Text(String::new(), None))),
             Err(Error::Closed | Error::LeaseLost { .. }) => {}
             Err(e) => {
                 // Relaxed: a statistic.

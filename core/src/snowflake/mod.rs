@@ -17,14 +17,14 @@
 //! use leafid::snowflake::{Layout, SnowflakeGenerator};
 //! let locks = tempfile::tempdir().unwrap();
 //! let cache = tempfile::tempdir().unwrap();
-//! let gen = SnowflakeGenerator::builder()
+//! let generator = SnowflakeGenerator::builder()
 //!     .registry_url(&format!("local://{}", locks.path().display()))?
 //!     .layout(Layout::new(41, 10, 12, 1_288_834_974_657)?)
 //!     .cache_dir(cache.path())
 //!     .build_blocking()?;
-//! let ids = gen.next_ids(1000)?;
+//! let ids = generator.next_ids(1000)?;
 //! assert!(ids.windows(2).all(|w| w[0] < w[1]));
-//! assert_eq!(gen.decode(ids[0]).worker_id, gen.worker_id());
+//! assert_eq!(generator.decode(ids[0]).worker_id, generator.worker_id());
 //! # Ok(()) }
 //! ```
 

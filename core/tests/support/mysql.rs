@@ -21,10 +21,7 @@ pub fn fresh_tag(name: &str) -> String {
 
 /// A generator on the test database, creating `leaf_alloc` if needed.
 pub fn connect(opts: SegmentOptions) -> SegmentGenerator {
-    let opts = SegmentOptions {
-        create_table: true,
-        ..opts
-    };
+    let opts = opts.create_table(true);
     SegmentGenerator::connect_blocking(&mysql_url(), opts).unwrap()
 }
 

@@ -13,8 +13,10 @@
 
 pub mod memory;
 #[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub mod mysql;
 #[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -177,27 +179,34 @@ pub fn redact(url: &str) -> String {
     crate::redact::url(url)
 }
 
-/// Maps a database error to what the user sees.
+/// Maps a database error to what the user sees, keeping it as the error's source
+/// (classified by [`crate::error::cause`]).
 #[cfg(any(feature = "mysql", feature = "sqlite"))]
 pub(crate) fn db_error(e: sqlx::Error) -> Error {
+    use crate::error::Cause;
     if let sqlx::Error::Database(db) = &e {
-        let msg = db.message();
+        let msg = db.message().to_string();
         // Configuration, not an outage: retrying cannot help, so say what to fix.
         #[cfg(feature = "mysql")]
         if let Some(my) = db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
             match my.number() {
-                // ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR
-                1045 | 1044 => {
-                    return Error::InvalidConfig(format!(
-                        "the database refused the login ({msg}); check the user and password in the URL \
-                         and the user's grants"
-                    ))
+                // ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR,
+                // ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+                1045 | 1044 | 1698 => {
+                    return Error::access_denied(
+                        format!(
+                            "the database refused the login ({msg}); check the user and password \
+                             in the URL and the user's grants"
+                        ),
+                        Cause::sqlx(e),
+                    )
                 }
                 // ER_BAD_DB_ERROR
                 1049 => {
-                    return Error::InvalidConfig(format!(
-                        "{msg}; create the database or fix its name in the URL"
-                    ))
+                    return Error::access_denied(
+                        format!("{msg}; create the database or fix its name in the URL"),
+                        Cause::sqlx(e),
+                    )
                 }
                 // ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: a tag the column's character set
                 // cannot hold (a latin1 table).
@@ -220,5 +229,6 @@ pub(crate) fn db_error(e: sqlx::Error) -> Error {
             };
         }
     }
-    Error::store(e)
+    let text = e.to_string();
+    Error::store_with(text, Cause::sqlx(e))
 }

@@ -31,6 +31,13 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leaf_alloc` (
 /// How long the one direct connection attempt that explains a pool time-out may take.
 const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// How long a pool acquire may take before a direct attempt runs beside it to learn
+/// why. Well under a caller's default wait (1 s): a refused connection or login is
+/// known in a few ms, and the pool alone would retry a refusal until its acquire
+/// timeout and then say only "timed out". A healthy pool answers far sooner; a busy
+/// one makes at most one extra attempt per [`DIAGNOSE_TIMEOUT`] (shared verdict).
+const EARLY_PROBE_AFTER: Duration = Duration::from_millis(100);
+
 /// What one direct connection attempt says about a server the pool could not reach.
 /// The pool retries a refused connection until its acquire timeout and then reports
 /// only "pool timed out"; this recovers why. Shared with the MySQL worker registry.
@@ -61,6 +68,15 @@ impl std::fmt::Display for Probe {
     }
 }
 
+impl Probe {
+    /// The cause of a pool time-out this probe explains, when the probe itself did not
+    /// fail with a driver error: the pool's `PoolTimedOut`, kind `TimedOut` (the
+    /// server was silent, or every connection stayed busy).
+    pub(crate) fn timed_out_cause() -> crate::error::Cause {
+        crate::error::Cause::sqlx(sqlx::Error::PoolTimedOut)
+    }
+}
+
 /// One direct connection attempt to the server `options` name, bounded by
 /// [`DIAGNOSE_TIMEOUT`].
 pub(crate) async fn probe(options: &MySqlConnectOptions) -> Probe {
@@ -75,6 +91,15 @@ pub(crate) async fn probe(options: &MySqlConnectOptions) -> Probe {
     }
 }
 
+/// A shared probe's verdict, kept for [`DIAGNOSE_TIMEOUT`].
+enum Verdict {
+    /// The server refused (connection, login, database): the error to report.
+    Refused(Error),
+    /// The server answers, or is silent: the pool's own outcome decides; this is the
+    /// error to give if the pool then times out.
+    Undecided(Error),
+}
+
 /// A `leaf_alloc` table in MySQL or MariaDB.
 pub struct MysqlStore {
     url: String,
@@ -83,7 +108,7 @@ pub struct MysqlStore {
     /// The last diagnosis of a pool time-out and when it was made: one probe at a time,
     /// its answer shared for [`DIAGNOSE_TIMEOUT`], so a burst of failing callers opens
     /// one extra connection to the server, not one each.
-    diagnosis: tokio::sync::Mutex<Option<(std::time::Instant, Error)>>,
+    diagnosis: tokio::sync::Mutex<Option<(std::time::Instant, Verdict)>>,
 }
 
 /// By hand: the URL and connect options carry the password.
@@ -134,45 +159,80 @@ impl MysqlStore {
     }
 
     /// A connection from the pool. The pool retries a refused connection until its
-    /// acquire timeout and then reports only "pool timed out", losing why; in that case
-    /// one direct attempt learns the root cause (refused, no answer, access denied,
-    /// unknown database), so the message says what to fix.
+    /// acquire timeout and then reports only "pool timed out", losing why; so when the
+    /// acquire takes longer than [`EARLY_PROBE_AFTER`], one direct attempt runs beside
+    /// it, and a refusal it meets (connection refused, access denied, unknown database)
+    /// is returned at once, within a caller's wait, instead of after the pool's
+    /// timeout. Silent or answering: the pool's outcome stands.
     async fn conn(&self) -> Result<PoolConnection<MySql>> {
-        match self.pool().acquire().await {
+        let acquire = self.pool().acquire();
+        tokio::pin!(acquire);
+        tokio::select! {
+            r = &mut acquire => return self.acquired(r).await,
+            _ = tokio::time::sleep(EARLY_PROBE_AFTER) => {}
+        }
+        tokio::select! {
+            r = &mut acquire => self.acquired(r).await,
+            verdict = self.diagnose() => match verdict {
+                Verdict::Refused(e) => Err(e),
+                Verdict::Undecided(_) => self.acquired(acquire.await).await,
+            },
+        }
+    }
+
+    /// The pool's answer as the user sees it (a time-out explained by a probe).
+    async fn acquired(
+        &self,
+        r: std::result::Result<PoolConnection<MySql>, sqlx::Error>,
+    ) -> Result<PoolConnection<MySql>> {
+        match r {
             Ok(conn) => Ok(conn),
-            Err(sqlx::Error::PoolTimedOut) => Err(self.diagnose().await),
+            Err(sqlx::Error::PoolTimedOut) => Err(match self.diagnose().await {
+                Verdict::Refused(e) | Verdict::Undecided(e) => e,
+            }),
             Err(e) => Err(self.connect_error(e)),
         }
     }
 
-    /// Why no connection could be had, from one direct connection attempt.
-    async fn diagnose(&self) -> Error {
+    /// Why no connection could be had, from one direct connection attempt; one at a
+    /// time, its verdict shared for [`DIAGNOSE_TIMEOUT`].
+    async fn diagnose(&self) -> Verdict {
         let mut last = self.diagnosis.lock().await;
-        if let Some((at, e)) = &*last {
+        if let Some((at, verdict)) = &*last {
             if at.elapsed() < DIAGNOSE_TIMEOUT {
-                return crate::segment::refill::copy_error(e);
+                return match verdict {
+                    Verdict::Refused(e) => Verdict::Refused(e.copy()),
+                    Verdict::Undecided(e) => Verdict::Undecided(e.copy()),
+                };
             }
         }
-        let e = match probe(&self.options).await {
-            Probe::Failed(e) => self.connect_error(e),
-            other => Error::store(other.to_string()),
+        let (verdict, kept) = match probe(&self.options).await {
+            Probe::Failed(e) => {
+                let e = self.connect_error(e);
+                (Verdict::Refused(e.copy()), Verdict::Refused(e))
+            }
+            other => {
+                let e = Error::store_with(other.to_string(), Probe::timed_out_cause());
+                (Verdict::Undecided(e.copy()), Verdict::Undecided(e))
+            }
         };
-        *last = Some((
-            std::time::Instant::now(),
-            crate::segment::refill::copy_error(&e),
-        ));
-        e
+        *last = Some((std::time::Instant::now(), kept));
+        verdict
     }
 
-    /// A failed connection attempt as the user sees it: a login or database error is
-    /// configuration (`InvalidConfig`), a network error an outage naming the address.
+    /// A failed connection attempt as the user sees it: a refused login or unknown
+    /// database is `AccessDenied`, a network error an outage naming the address; the
+    /// driver's error is kept as the source either way.
     fn connect_error(&self, e: sqlx::Error) -> Error {
         match e {
-            sqlx::Error::Io(io) => Error::store(format!(
-                "cannot connect to MySQL at {}:{}: {io}",
-                self.options.get_host(),
-                self.options.get_port()
-            )),
+            sqlx::Error::Io(io) => {
+                let text = format!(
+                    "cannot connect to MySQL at {}:{}: {io}",
+                    self.options.get_host(),
+                    self.options.get_port()
+                );
+                Error::store_with(text, crate::error::Cause::sqlx(sqlx::Error::Io(io)))
+            }
             other => db_error(other),
         }
     }

@@ -287,16 +287,17 @@ impl Core {
     /// The error for a bound that could not be persisted: `ClockSkew` when that was the
     /// cause, else `RegistryUnavailable` with the last failure.
     pub(super) fn renew_error(&self) -> Error {
-        let cause = match &*self.last_failure.load_full() {
+        let (cause, source) = match &*self.last_failure.load_full() {
             Failure::Skew {
                 skew_ms,
                 max_skew_ms,
                 source,
             } => return skew_of(*skew_ms, *max_skew_ms, source.clone()),
-            Failure::Text(t) if t.is_empty() => {
-                "the heartbeat has not persisted one yet; one is being persisted now".to_string()
-            }
-            Failure::Text(t) => t.clone(),
+            Failure::Text(t, _) if t.is_empty() => (
+                "the heartbeat has not persisted one yet; one is being persisted now".to_string(),
+                None,
+            ),
+            Failure::Text(t, source) => (t.clone(), source.clone()),
         };
         Error::RegistryUnavailable {
             cause: format!(
@@ -304,6 +305,7 @@ impl Core {
                 self.worker.load(Ordering::Relaxed),
                 self.limit.get()
             ),
+            source,
         }
     }
 
@@ -362,6 +364,7 @@ impl Core {
                 "this process is a fork()ed child: a worker id of its own is being acquired in the \
                     background (next_id_async waits for it); retry shortly"
                     .into(),
+            source: None,
         }
     }
 

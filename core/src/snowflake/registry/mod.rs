@@ -33,13 +33,16 @@ pub mod host_lock;
 pub mod identity_lock;
 pub mod local;
 #[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub mod mysql;
 // Always built: the URL parser checks ZooKeeper connect strings with it, so a
 // `zookeeper://` URL is validated (and then refused by name) even without the feature.
 pub mod zk_client;
 #[cfg(feature = "zookeeper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub mod zookeeper;
 #[cfg(feature = "zookeeper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub mod zookeeper_recycle;
 
 pub use cache::{default_cache_dir, ensure_private_dir, CacheEntry, WorkerCache};
@@ -47,10 +50,13 @@ pub use config::{first_non_loopback_ipv4, RegistryConfig};
 pub use fixed::FixedRegistry;
 pub use local::LocalRegistry;
 #[cfg(feature = "mysql")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub use mysql::MysqlRegistry;
 #[cfg(feature = "zookeeper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub use zookeeper::ZookeeperRegistry;
 #[cfg(feature = "zookeeper")]
+#[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub use zookeeper_recycle::ZookeeperRecycleRegistry;
 
 /// A worker id held by this process, and the time floor it comes with.

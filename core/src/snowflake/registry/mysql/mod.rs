@@ -19,7 +19,7 @@
 //!
 //! **The fork's server, which knows nothing of leases** (`lease.rs`, `watch.rs`):
 //! - Rule 4: every heartbeat's bound (the clock plus the look-ahead) goes into the lease
-//!   row's `bound_ms`; `max_timestamp` gets only [`fence::foreign_timestamp`] of it,
+//!   row's `bound_ms`; `max_timestamp` gets only [`fence::foreign_timestamp`](super::fence::foreign_timestamp) of it,
 //!   never a future time (a fork server reading one falls back to its local
 //!   `workerID.properties` and never writes again, invisible). A newcomer's floor is
 //!   `max(max_timestamp, bound_ms)`. The final renew at close writes the exact last
@@ -28,14 +28,14 @@
 //!   wrote (`max_timestamp <=> ?`); zero rows is `LeaseLost` (sqlx counts matched rows,
 //!   see `MysqlRegistry::write`).
 //! - Rule 3: a newcomer that did not insert the row itself watches `max_timestamp` for
-//!   [`fence::TAKEOVER_WATCH`] before its first id, or for
-//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`] when the lease row shows a leafid released
+//!   [`fence::TAKEOVER_WATCH`](super::fence::TAKEOVER_WATCH) before its first id, or for
+//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`](super::fence::TAKEOVER_WATCH_AFTER_RELEASE) when the lease row shows a leafid released
 //!   it with that same value still there; a change is `WorkerIdInUse`.
-//! - Rule 2, at once: a live holder's poll task reads the row every [`watch::POLL`] and
+//! - Rule 2, at once: a live holder's poll task reads the row every `watch::POLL` and
 //!   lowers the generator's limit when `max_timestamp` holds a value it did not write,
 //!   the row is deleted or handed to another `ip_port`, or the lease row is deleted or
 //!   rewritten. A fork server started on a live holder's row issues from its start and
-//!   writes only [`fence::FOREIGN_FIRST_UPLOAD`] later: both issue until that write is
+//!   writes only [`fence::FOREIGN_FIRST_UPLOAD`](super::fence::FOREIGN_FIRST_UPLOAD) later: both issue until that write is
 //!   seen (the residual window, measured in `tests/mysql_foreign.rs`).
 //!
 //! While the database is down the generator issues only up to the last bound written
@@ -173,7 +173,10 @@ impl MysqlRegistry {
                 use crate::segment::store::mysql::{probe, Probe};
                 Err(match probe(&self.options).await {
                     Probe::Failed(e) => self.db_err("connect", e),
-                    other => Error::registry(format!("MySQL {}: connect: {other}", self.shown_url)),
+                    other => Error::registry_with(
+                        format!("MySQL {}: connect: {other}", self.shown_url),
+                        Probe::timed_out_cause(),
+                    ),
                 })
             }
             Err(e) => Err(self.db_err("connect", e)),
@@ -185,14 +188,32 @@ impl MysqlRegistry {
     /// waits as long as the statement did) and says what timed out.
     pub(super) fn timed_out(&self, conn: &mut PoolConnection<MySql>, what: &str) -> Error {
         conn.close_on_drop();
-        Error::registry(format!(
+        let text = format!(
             "MySQL {}: {what}: no answer within {CALL_TIMEOUT:?}",
             self.shown_url
-        ))
+        );
+        Error::registry_with(&text, crate::error::Cause::timed_out(text.clone()))
     }
 
+    /// A driver error of `what` as the user sees it, the driver's error kept as the
+    /// source: a refused login (or unknown database) is `AccessDenied`, since retrying
+    /// cannot help; anything else `RegistryUnavailable`.
     pub(super) fn db_err(&self, what: &str, e: sqlx::Error) -> Error {
-        Error::registry(format!("MySQL {}: {what}: {e}", self.shown_url))
+        let text = format!("MySQL {}: {what}: {e}", self.shown_url);
+        // Only the server's own answer (not a network error) is a refusal of this client.
+        let answered = matches!(e, sqlx::Error::Database(_));
+        let cause = crate::error::Cause::sqlx(e);
+        match cause.kind() {
+            crate::error::CauseKind::LoginRefused if answered => Error::access_denied(
+                format!("{text}; check the user and password in the URL and the user's grants"),
+                cause,
+            ),
+            crate::error::CauseKind::NotFound if answered => Error::access_denied(
+                format!("{text}; create the database or fix its name in the URL"),
+                cause,
+            ),
+            _ => Error::registry_with(text, cause),
+        }
     }
 
     /// The database's clock in ms since the Unix epoch, as a [`ClockReading`].

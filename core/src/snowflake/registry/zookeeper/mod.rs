@@ -124,20 +124,33 @@ pub(crate) async fn connect(
 ) -> Result<zk::Client> {
     zk::Client::connect(connect, session_timeout, connect_timeout)
         .await
-        .map_err(|e| {
-            Error::registry(format!(
-                "cannot open a ZooKeeper session with {}: {e}",
-                crate::redact::url(connect)
-            ))
-        })
+        .map_err(|e| session_err(&crate::redact::url(connect), e))
 }
 
-/// Turns a ZooKeeper error into [`Error::RegistryUnavailable`] naming the operation.
+/// A failed session open as the user sees it (`shown`: the connect string, password
+/// removed), the client's error kept as the source: refused credentials are
+/// `AccessDenied` (retrying cannot help), anything else `RegistryUnavailable`.
+pub(crate) fn session_err(shown: &str, e: zk::ZkError) -> Error {
+    let text = format!("cannot open a ZooKeeper session with {shown}: {e}");
+    match e {
+        zk::ZkError::AuthFailed(_) => Error::access_denied(
+            format!("{text}; check the user:password of the connect string"),
+            crate::error::Cause::zk(e),
+        ),
+        e => Error::registry_with(text, crate::error::Cause::zk(e)),
+    }
+}
+
+/// Turns a ZooKeeper error into [`Error::RegistryUnavailable`] naming the operation,
+/// the client's error kept as the source.
 pub(crate) fn zk_err(connect: &str, op: &str, path: &str, e: zk::ZkError) -> Error {
-    Error::registry(format!(
-        "ZooKeeper {}: {op} {path}: {e}",
-        crate::redact::url(connect)
-    ))
+    Error::registry_with(
+        format!(
+            "ZooKeeper {}: {op} {path}: {e}",
+            crate::redact::url(connect)
+        ),
+        crate::error::Cause::zk(e),
+    )
 }
 
 /// Splits a forever child `{ip}:{port}-{seq}` at the LAST `-`.

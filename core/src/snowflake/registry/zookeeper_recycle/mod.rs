@@ -2,7 +2,7 @@
 //! addresses change (pods, autoscaling, preforked workers).
 //!
 //! Layout under `/snowflake/{name}/recycle/` (beside which the NotFound9 fork's
-//! `notuse`/`inuse` nodes must not exist: see [`foreign`], which refuses and watches):
+//! `notuse`/`inuse` nodes must not exist: see `foreign.rs`, which refuses and watches):
 //! - `lease/{id}` — EPHEMERAL, data `{"ip","port","pid","session"}`: id `id` is held by
 //!   that session. ZooKeeper creates a path once, so whoever creates it holds the id;
 //!   ZooKeeper deletes it when the session ends (closed, or expired after the session
@@ -11,7 +11,7 @@
 //!   `id` persisted, i.e. the latest timestamp it may have issued; the next holder's floor.
 //! - `last/` itself — data `{"floors","ahead_ms"}`: how many floors were ever created and
 //!   the largest lookahead written, so that a deleted floor is told from an unused id
-//!   ([`floor`]).
+//!   (`floor.rs`).
 //!
 //! Acquire opens a new session, lists `lease`, and creates a free `lease/{id}`, trying the
 //! first few free ids lowest last bound first (NodeExists: someone was faster, try the
@@ -222,13 +222,11 @@ impl ZookeeperRecycleRegistry {
             .await
             .map_err(|e| match e {
                 // Retrying cannot help: the configuration has to change.
-                zk::ZkError::AuthFailed(why) | zk::ZkError::InvalidConnect(why) => {
+                zk::ZkError::InvalidConnect(why) => {
                     Error::InvalidConfig(format!("zookeeper-recycle {}: {why}", self.shown))
                 }
-                e => Error::registry(format!(
-                    "cannot open a ZooKeeper session with {}: {e}",
-                    self.shown
-                )),
+                // Refused credentials: `AccessDenied` (a configuration error too).
+                e => super::zookeeper::session_err(&self.shown, e),
             })
     }
 

@@ -4,91 +4,27 @@
 //! Messages say what happened, then what to do. Bindings map this enum in one place
 //! each: [`Error::code`] is the stable string Node exposes as `err.code`, and
 //! [`Error::kind`] groups variants the way Python's exception classes do.
+//!
+//! An error that comes from a driver (sqlx, `std::io`, ZooKeeper) keeps it: the
+//! underlying error is the error's [`source()`](std::error::Error::source), and
+//! [`Error::cause_kind`] says what kind of failure it was (refused, timed out, login
+//! refused, not found), classified once where the driver's error is converted
+//! ([`cause`]). Errors returned by issuing calls are counted per mode and code
+//! ([`counts`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+pub mod cause;
+mod count;
+
+pub use cause::{Cause, CauseKind};
+pub(crate) use count::counted;
+use count::COUNTS;
+pub use count::{counts, Mode};
 
 /// Shorthand for `std::result::Result<T, leafid::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// Which generator's issuing calls an error came from, for [`counts`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mode {
-    /// A [`SegmentGenerator`](crate::SegmentGenerator) (or one of its tag handles).
-    Segment,
-    /// A [`SnowflakeGenerator`](crate::SnowflakeGenerator).
-    Snowflake,
-}
-
-impl Mode {
-    /// Both modes.
-    pub const ALL: [Mode; 2] = [Mode::Segment, Mode::Snowflake];
-
-    /// `"segment"` or `"snowflake"`, as metrics label it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Segment => "segment",
-            Mode::Snowflake => "snowflake",
-        }
-    }
-}
-
-/// Errors returned by issuing calls in this process, per mode and variant (indexed as
-/// [`Error::NAMES`]). Process-wide statics, so counting needs no generator, no lock and
-/// no allocation; bumped only where an error is returned, never on success.
-static COUNTS: [[AtomicU64; Error::NAMES.len()]; 2] =
-    [const { [const { AtomicU64::new(0) }; Error::NAMES.len()] }; 2];
-
-/// How many errors issuing calls (`next_id` in all its forms, batches, tag handles and
-/// lookups) returned in this process so far: `(mode, code, count)` for every mode and
-/// every [`Error::code`] seen at least once.
-pub fn counts() -> Vec<(Mode, &'static str, u64)> {
-    let mut out = Vec::new();
-    for mode in Mode::ALL {
-        for (i, count) in COUNTS[mode as usize].iter().enumerate() {
-            // Relaxed: a statistic, ordered with nothing.
-            let n = count.load(Ordering::Relaxed);
-            if n > 0 {
-                out.push((mode, CODES[i], n));
-            }
-        }
-    }
-    out
-}
-
-/// [`Error::code`] of each entry of [`Error::NAMES`], in the same order.
-const CODES: [&str; Error::NAMES.len()] = [
-    "LEAF_INVALID_TAG",
-    "LEAF_INVALID_URL",
-    "LEAF_INVALID_CONFIG",
-    "LEAF_TAG_NOT_FOUND",
-    "LEAF_TAG_EXISTS",
-    "LEAF_TABLE_MISSING",
-    "LEAF_STORE_UNAVAILABLE",
-    "LEAF_SEGMENTS_EXHAUSTED",
-    "LEAF_CLOSED",
-    "LEAF_CLOCK_MOVED_BACKWARDS",
-    "LEAF_CLOCK_BEHIND_REGISTRY",
-    "LEAF_TIMESTAMP_OVERFLOW",
-    "LEAF_WORKER_ID_OUT_OF_RANGE",
-    "LEAF_WORKER_ID_EXHAUSTED",
-    "LEAF_WORKER_ID_IN_USE",
-    "LEAF_CLOCK_SKEW",
-    "LEAF_REGISTRY_UNAVAILABLE",
-    "LEAF_LEASE_LOST",
-    "LEAF_MALFORMED",
-    "LEAF_IO",
-];
-
-/// `r`, with its error (if any) counted as returned by an issuing call of `mode`. The
-/// success branch is the match alone: no atomic.
-#[inline(always)]
-pub(crate) fn counted<T>(r: Result<T>, mode: Mode) -> Result<T> {
-    match r {
-        Ok(v) => Ok(v),
-        Err(e) => Err(e.counted(mode)),
-    }
-}
 
 /// Everything that can go wrong in leafid.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +79,10 @@ pub enum Error {
     StoreUnavailable {
         /// The underlying error, as text.
         cause: String,
+        /// The underlying error itself, when a driver gave one: this error's
+        /// `source()`, classified by [`Error::cause_kind`].
+        #[source]
+        source: Option<Cause>,
     },
     /// Both segments of a tag were spent and the next one did not arrive in time (or,
     /// for a call that never waits, was not there yet).
@@ -156,8 +96,13 @@ pub enum Error {
         tag: String,
         /// How long the caller waited.
         waited: Duration,
-        /// The last refill error, or "none" when the refill was merely slow.
+        /// The last refill error, or, when the refill was merely slow, "none yet: the
+        /// store has not answered within …" (or "none" when no refill was running).
         cause: String,
+        /// The last refill error's underlying error (an `io::Error` of kind `TimedOut`
+        /// when the store has not answered yet): this error's `source()`.
+        #[source]
+        source: Option<Cause>,
     },
     /// A call on a generator after `close()`.
     #[error("generator is closed; create a new one")]
@@ -236,6 +181,10 @@ pub enum Error {
     RegistryUnavailable {
         /// The underlying error, as text.
         cause: String,
+        /// The underlying error itself, when a driver gave one: this error's
+        /// `source()`, classified by [`Error::cause_kind`].
+        #[source]
+        source: Option<Cause>,
     },
     /// The lease on the worker id was lost; issuing stops until a new one is held.
     #[error("lease on worker id {worker_id} lost: {cause}; issuing resumes once a worker id is held again")]
@@ -263,6 +212,23 @@ pub enum Error {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// The database or ZooKeeper answered and refused this client: a wrong user or
+    /// password, missing grants, or a database that does not exist (MySQL reports a
+    /// database the user may not see as access denied too, so the two are one case).
+    ///
+    /// Its own variant, not `InvalidConfig` (a bad option, found before any I/O) nor
+    /// `StoreUnavailable` (an outage, worth retrying): the server is up, and retrying
+    /// cannot help until the URL or the server's accounts change. [`Error::kind`] is
+    /// `Config`; [`Error::cause_kind`] is `LoginRefused` (or `NotFound` for an unknown
+    /// database).
+    #[error("access denied: {cause}")]
+    AccessDenied {
+        /// What refused what, and what to fix (password removed).
+        cause: String,
+        /// The driver's error: this error's `source()`.
+        #[source]
+        source: Option<Cause>,
     },
 }
 
@@ -324,6 +290,7 @@ impl Error {
             Error::LeaseLost { .. } => "LEAF_LEASE_LOST",
             Error::Malformed { .. } => "LEAF_MALFORMED",
             Error::Io { .. } => "LEAF_IO",
+            Error::AccessDenied { .. } => "LEAF_ACCESS_DENIED",
         }
     }
 
@@ -351,6 +318,7 @@ impl Error {
             Error::LeaseLost { .. } => "LeaseLost",
             Error::Malformed { .. } => "Malformed",
             Error::Io { .. } => "Io",
+            Error::AccessDenied { .. } => "AccessDenied",
         }
     }
 
@@ -360,6 +328,7 @@ impl Error {
             Error::InvalidTag { .. }
             | Error::InvalidUrl { .. }
             | Error::InvalidConfig(_)
+            | Error::AccessDenied { .. }
             | Error::WorkerIdOutOfRange { .. } => ErrorKind::Config,
             Error::TagNotFound { .. } => ErrorKind::NotFound,
             Error::StoreUnavailable { .. }
@@ -400,7 +369,31 @@ impl Error {
         "LeaseLost",
         "Malformed",
         "Io",
+        "AccessDenied",
     ];
+
+    /// The underlying error kept by this error, with its kind: the same error as
+    /// [`source()`](std::error::Error::source) returns (except for `Io`, whose source
+    /// is the `io::Error` itself; see [`cause_kind`](Self::cause_kind)).
+    pub fn cause(&self) -> Option<&Cause> {
+        match self {
+            Error::StoreUnavailable { source, .. }
+            | Error::RegistryUnavailable { source, .. }
+            | Error::SegmentsExhausted { source, .. }
+            | Error::AccessDenied { source, .. } => source.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// What kind of failure lies under this error (refused, timed out, login refused,
+    /// not found, other), when it came from a driver; `None` for errors leafid found
+    /// itself (bad input, a clock, a held worker id, …).
+    pub fn cause_kind(&self) -> Option<CauseKind> {
+        match self {
+            Error::Io { source, .. } => Some(cause::io_kind(source)),
+            other => other.cause().map(Cause::kind),
+        }
+    }
 
     /// Counts this error as returned by an issuing call of `mode` (see [`counts`]).
     #[cold]
@@ -438,15 +431,97 @@ impl Error {
         )
     }
 
+    /// `StoreUnavailable` with a text cause only (leafid found it, no driver error).
     pub(crate) fn store(e: impl std::fmt::Display) -> Error {
         Error::StoreUnavailable {
             cause: e.to_string(),
+            source: None,
         }
     }
 
+    /// `StoreUnavailable` saying `text`, keeping the driver's error as its source.
+    #[allow(dead_code)] // unused when no driver feature (mysql, sqlite, zookeeper) is on
+    pub(crate) fn store_with(text: impl std::fmt::Display, cause: Cause) -> Error {
+        Error::StoreUnavailable {
+            cause: text.to_string(),
+            source: Some(cause),
+        }
+    }
+
+    /// `RegistryUnavailable` with a text cause only.
     pub(crate) fn registry(e: impl std::fmt::Display) -> Error {
         Error::RegistryUnavailable {
             cause: e.to_string(),
+            source: None,
+        }
+    }
+
+    /// `RegistryUnavailable` saying `text`, keeping the driver's error as its source.
+    #[allow(dead_code)] // unused when no driver feature (mysql, sqlite, zookeeper) is on
+    pub(crate) fn registry_with(text: impl std::fmt::Display, cause: Cause) -> Error {
+        Error::RegistryUnavailable {
+            cause: text.to_string(),
+            source: Some(cause),
+        }
+    }
+
+    /// `AccessDenied` saying `text`, keeping the driver's error as its source.
+    #[allow(dead_code)] // unused when no driver feature (mysql, sqlite, zookeeper) is on
+    pub(crate) fn access_denied(text: impl std::fmt::Display, cause: Cause) -> Error {
+        Error::AccessDenied {
+            cause: text.to_string(),
+            source: Some(cause),
+        }
+    }
+
+    /// A copy of this error for one more caller (`Error` is not `Clone`: `Io` holds an
+    /// `io::Error`). Every variant a refill, lookup or registry call can store is kept
+    /// as it is, source included; any other becomes `StoreUnavailable` with its text
+    /// (and its cause, if any).
+    pub(crate) fn copy(&self) -> Error {
+        match self {
+            Error::InvalidConfig(s) => Error::InvalidConfig(s.clone()),
+            Error::InvalidTag { tag, reason } => Error::InvalidTag {
+                tag: tag.clone(),
+                reason: reason.clone(),
+            },
+            Error::InvalidUrl { url, reason } => Error::InvalidUrl {
+                url: url.clone(),
+                reason: reason.clone(),
+            },
+            Error::Malformed { what, path, reason } => Error::Malformed {
+                what,
+                path: path.clone(),
+                reason: reason.clone(),
+            },
+            Error::TagNotFound { tag } => Error::TagNotFound { tag: tag.clone() },
+            Error::TableMissing { table } => Error::TableMissing {
+                table: table.clone(),
+            },
+            Error::StoreUnavailable { cause, source } => Error::StoreUnavailable {
+                cause: cause.clone(),
+                source: source.clone(),
+            },
+            Error::RegistryUnavailable { cause, source } => Error::RegistryUnavailable {
+                cause: cause.clone(),
+                source: source.clone(),
+            },
+            Error::AccessDenied { cause, source } => Error::AccessDenied {
+                cause: cause.clone(),
+                source: source.clone(),
+            },
+            Error::Closed => Error::Closed,
+            Error::Io { path, source } => Error::StoreUnavailable {
+                cause: format!("I/O error on {path}: {source}"),
+                source: Some(Cause::new(
+                    cause::io_kind(source),
+                    std::io::Error::new(source.kind(), source.to_string()),
+                )),
+            },
+            other => Error::StoreUnavailable {
+                cause: other.to_string(),
+                source: other.cause().cloned(),
+            },
         }
     }
 
@@ -455,51 +530,5 @@ impl Error {
             path: path.as_ref().display().to_string(),
             source,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `CODES` follows `NAMES` (the code is the name in upper snake case after `LEAF_`),
-    /// so `counts` reports each error under its own `code()`.
-    #[test]
-    fn codes_follow_names() {
-        for (name, code) in Error::NAMES.iter().zip(CODES) {
-            let mut snake = String::from("LEAF");
-            for c in name.chars() {
-                if c.is_ascii_uppercase() {
-                    snake.push('_');
-                }
-                snake.push(c.to_ascii_uppercase());
-            }
-            assert_eq!(snake, code, "{name}");
-        }
-        let samples = [
-            Error::Closed,
-            Error::TagNotFound { tag: "t".into() },
-            Error::ClockMovedBackwards { offset_ms: 1 },
-            Error::registry("down"),
-        ];
-        for e in samples {
-            let i = Error::NAMES.iter().position(|&n| n == e.name()).unwrap();
-            assert_eq!(CODES[i], e.code());
-        }
-    }
-
-    #[test]
-    fn counted_errors_show_in_counts_by_mode_and_code() {
-        let before = |mode| {
-            counts()
-                .into_iter()
-                .find(|&(m, c, _)| m == mode && c == "LEAF_TIMESTAMP_OVERFLOW")
-                .map_or(0, |(_, _, n)| n)
-        };
-        let (seg, sf) = (before(Mode::Segment), before(Mode::Snowflake));
-        let e = Error::TimestampOverflow { max_ms: 1 }.counted(Mode::Snowflake);
-        assert_eq!(e.code(), "LEAF_TIMESTAMP_OVERFLOW");
-        assert_eq!(before(Mode::Snowflake), sf + 1);
-        assert_eq!(before(Mode::Segment), seg);
     }
 }

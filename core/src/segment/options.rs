@@ -1,0 +1,126 @@
+//! [`SegmentOptions`]: how a segment generator behaves, with a setter per option.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::step;
+use crate::clock::{self, Clock};
+
+/// How a [`SegmentGenerator`](super::SegmentGenerator) behaves. `Default` gives
+/// Leaf's values; a setter of each field's name changes one:
+///
+/// ```
+/// use std::time::Duration;
+/// let opts = leafid::SegmentOptions::default()
+///     .wait_timeout(Duration::from_millis(200))
+///     .create_table(true);
+/// assert!(opts.create_table);
+/// ```
+///
+/// `#[non_exhaustive]`: built from `default()` and the setters (not a struct literal),
+/// so a new option is not a breaking change. The fields stay public to read.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct SegmentOptions {
+    /// How long `next_id` (blocking) and `next_id_async` wait for a refill when no id is
+    /// at hand, and how long the blocking calls wait for the store lookup of a tag
+    /// missing from the cache (1 s). Zero means "never wait": such calls then fail at
+    /// once, as `next_id_now` always does, and work once a segment is there.
+    pub wait_timeout: Duration,
+    /// How often the tag list is reloaded from the table (60 s, as Leaf).
+    pub refresh_interval: Duration,
+    /// Create `leaf_alloc` at connect if missing (false; SQLite URLs always do).
+    pub create_table: bool,
+    /// Preload the next segment at 10% (true, as Leaf). False loads only when a
+    /// segment is spent: a single buffer, for comparisons.
+    pub double_buffer: bool,
+    /// The largest step the dynamic step grows to (Leaf's `MAX_STEP`, 1 000 000).
+    pub max_step: i64,
+    /// Never issue an id at or above 2^53 (false). For tags whose ids travel as JSON
+    /// numbers: every id below 2^53 is exact in a JavaScript `number`. A segment that
+    /// crosses the limit is cut short there; once the tag reaches it, calls fail with
+    /// `InvalidConfig` naming the tag.
+    pub js_safe: bool,
+    /// Tags whose first segments `connect` loads before it returns (none): the first
+    /// `next_id` of each then never waits, even with a `wait_timeout` of zero. A tag
+    /// missing from the table, or whose first load fails, fails the connect with an
+    /// error naming it.
+    pub tags: Vec<String>,
+    /// Where time comes from for the dynamic step and retry back-off.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The longest `refresh_interval` accepted: a day (tags created elsewhere must show up).
+pub const MAX_REFRESH_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
+/// The first id a `js_safe` generator refuses: 2^53.
+pub const JS_SAFE_LIMIT: i64 = 1 << 53;
+
+impl Default for SegmentOptions {
+    fn default() -> Self {
+        SegmentOptions {
+            wait_timeout: Duration::from_secs(1),
+            refresh_interval: Duration::from_secs(60),
+            create_table: false,
+            double_buffer: true,
+            max_step: step::MAX_STEP,
+            js_safe: false,
+            tags: Vec::new(),
+            clock: clock::system(),
+        }
+    }
+}
+
+impl SegmentOptions {
+    /// Sets [`wait_timeout`](Self::wait_timeout).
+    pub fn wait_timeout(mut self, wait: Duration) -> Self {
+        self.wait_timeout = wait;
+        self
+    }
+
+    /// Sets [`refresh_interval`](Self::refresh_interval).
+    pub fn refresh_interval(mut self, every: Duration) -> Self {
+        self.refresh_interval = every;
+        self
+    }
+
+    /// Sets [`create_table`](Self::create_table).
+    pub fn create_table(mut self, create: bool) -> Self {
+        self.create_table = create;
+        self
+    }
+
+    /// Sets [`double_buffer`](Self::double_buffer).
+    pub fn double_buffer(mut self, double: bool) -> Self {
+        self.double_buffer = double;
+        self
+    }
+
+    /// Sets [`max_step`](Self::max_step).
+    pub fn max_step(mut self, max: i64) -> Self {
+        self.max_step = max;
+        self
+    }
+
+    /// Sets [`js_safe`](Self::js_safe).
+    pub fn js_safe(mut self, on: bool) -> Self {
+        self.js_safe = on;
+        self
+    }
+
+    /// Sets [`tags`](Self::tags).
+    pub fn tags<I, S>(mut self, tags: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.tags = tags.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets [`clock`](Self::clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+}

@@ -132,6 +132,14 @@ impl SqliteStore {
     /// then receive overlapping segments. The directory is checked (the file may not
     /// exist yet).
     fn refuse_network_fs(&self) -> Result<()> {
+        // The file itself when it exists, resolved: a symlink to a file on NFS would
+        // pass a check of the link's own directory.
+        let resolved = std::fs::canonicalize(&self.path).ok();
+        if let Some(real) = &resolved {
+            if let Ok(Some(kind)) = crate::snowflake::registry::host_lock::network_fs(real) {
+                return Err(network_fs_refusal(&self.path, kind));
+            }
+        }
         let file = std::path::Path::new(&self.path);
         let dir = match file.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,

@@ -7,8 +7,11 @@
 //! (symlinks, `.` and `//` resolved), so the same directory spelled two ways is one.
 //!
 //! Worker id `n` of directory `D` (canonical) belongs to whoever holds both
-//! - an [`IdentityLock`] named `local:D#n` (an abstract Unix socket: no file to delete,
-//!   shared by every user of the host's network namespace), and
+//! - [`IdentityLock`]s named `local:<name>#n` for every name of the directory: as
+//!   configured, canonical, and its device and inode (abstract Unix sockets: no file to
+//!   delete, shared by every user of the host's network namespace; several names so that
+//!   a symlink swapped under a live holder or a bind mount cannot give one id two
+//!   holders), and
 //! - an exclusive lock on `D/worker-<n>.lock` ([`HostLock`]: `flock`, tied to the file's
 //!   path), which also excludes processes of other network namespaces sharing `D`.
 //!
@@ -21,14 +24,22 @@
 //! holder stops issuing, and its re-acquire releases the identity first. The directory
 //! must be on a local filesystem: network filesystems are refused.
 //!
+//! What this cannot cover, because nothing on a filesystem survives its deletion and
+//! abstract sockets do not cross network namespaces: containers with network stacks of
+//! their own sharing one lock directory are excluded by the lock files alone, so
+//! emptying that directory while they run lets a newcomer take a live holder's id until
+//! the holder's next renew (its heartbeat). Give such containers a registry that spans
+//! hosts (`zookeeper-recycle://`), or never empty a shared lock directory under them.
+//!
 //! The last bound of id `n` is kept beside the lock in `D/worker-<n>.json` and is the
 //! next holder's floor. An id with no bound file (never used, or its file deleted with
 //! the directory: fence rule 3, a record with no floor) gets the floor *now*: a live
 //! holder of it would still hold its identity claim (so the id is not free), and a
 //! holder that died issued only at timestamps up to its clock when it died, which is
-//! behind the clock now. Its bound ahead of the clock would matter only after a
-//! backward clock step, which every generator refuses on its own against its cache file
-//! and the `max_backward` limit. A new directory therefore costs no wait. Acquire
+//! behind the clock now. Its bound ahead of the clock would matter only if the clock
+//! then stepped back (a wipe and a backward step together): the generator refuses a
+//! clock behind its own cache file, but that file is per user, so a newcomer of another
+//! user is not covered. A new directory therefore costs no wait. Acquire
 //! prefers a free id whose floor is already past, so a crashed holder's bound ahead of
 //! the clock never makes a newcomer wait while another id is free.
 
@@ -66,8 +77,9 @@ pub(crate) fn absolute_dir(dir: &Path) -> std::result::Result<PathBuf, String> {
 #[derive(Debug)]
 struct Held {
     lock: HostLock,
-    /// Held as long as the lock; released with it.
-    identity: IdentityLock,
+    /// Held as long as the lock; released with it: one claim per name of the
+    /// directory ([`dir_names`]).
+    identities: Vec<IdentityLock>,
     /// The canonical directory the id was taken in (its bound file lives there).
     dir: PathBuf,
 }
@@ -110,12 +122,13 @@ impl LocalRegistry {
 
     fn try_take(&self, max_worker_id: u32) -> Result<Lease> {
         // Also for a registry built with LocalRegistry::new, which skips the parser.
-        absolute_dir(&self.dir).map_err(Error::InvalidConfig)?;
+        let configured = absolute_dir(&self.dir).map_err(Error::InvalidConfig)?;
         std::fs::create_dir_all(&self.dir).map_err(|e| not_creatable(&self.dir, e))?;
         // Once per acquire, after creating it: the identity names and the files of
         // this lease use the one spelling every process resolves the same.
         let dir = std::fs::canonicalize(&self.dir).map_err(|e| Error::io(&self.dir, e))?;
         refuse_network_fs(&dir)?;
+        let names = dir_names(&configured, &dir)?;
         let now = super::system_now_ms();
         // The free id with the lowest floor, in case every free id's floor is ahead,
         // kept locked while the scan goes on: let go and locked again at the end, it
@@ -132,7 +145,7 @@ impl LocalRegistry {
             {
                 continue;
             }
-            let Some((held, floor)) = lock_id(&dir, id, now)? else {
+            let Some((held, floor)) = lock_id(&dir, &names, id, now)? else {
                 continue; // held by a live process (or another generator here)
             };
             if floor < now {
@@ -182,13 +195,33 @@ impl Held {
         // the descriptor. The identity last, so no newcomer finds it free while the
         // lock file is still ours.
         self.lock.unlock();
-        self.identity.release();
+        for identity in &self.identities {
+            identity.release();
+        }
     }
 }
 
-/// The identity claimed for worker id `id` of the canonical directory `dir`.
-fn identity(dir: &Path, id: u32) -> String {
-    format!("local:{}#{id}", dir.to_string_lossy())
+/// The names under which the worker ids of a directory are claimed, all of them held
+/// at once: the directory as configured (lexically normalised), its canonical path, and
+/// its device and inode. One name alone is not enough: a symlink swapped under a live
+/// holder (a deploy's `current -> release2`) gives the configured spelling a new
+/// canonical path, and a bind mount gives one directory two canonical paths but one
+/// inode; a newcomer is excluded when any of its names is held.
+fn dir_names(configured: &Path, canonical: &Path) -> Result<Vec<String>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(canonical).map_err(|e| Error::io(canonical, e))?;
+    let mut names = vec![
+        configured.to_string_lossy().into_owned(),
+        canonical.to_string_lossy().into_owned(),
+        format!("dev {} inode {}", meta.dev(), meta.ino()),
+    ];
+    names.dedup();
+    Ok(names)
+}
+
+/// The identity claimed for worker id `id` of the directory known by `name`.
+fn identity(name: &str, id: u32) -> String {
+    format!("local:{name}#{id}")
 }
 
 fn bound_file_path(dir: &Path, id: u32) -> PathBuf {
@@ -199,21 +232,26 @@ fn bound_file(dir: &Path, id: u32) -> WorkerCache {
     WorkerCache::at(bound_file_path(dir, id))
 }
 
-/// Claims worker id `id` of `dir` (identity, then lock file) and reads its floor;
-/// `None` when another holder has either.
-fn lock_id(dir: &Path, id: u32, now: i64) -> Result<Option<(Held, i64)>> {
-    // The identity first: it survives the directory being emptied under its holder,
-    // where a new lock file would be free.
-    let Some(identity) = IdentityLock::try_claim(&identity(dir, id))? else {
-        return Ok(None);
-    };
+/// Claims worker id `id` of `dir` (its identities under every name, then the lock
+/// file) and reads its floor; `None` when another holder has any of them.
+fn lock_id(dir: &Path, names: &[String], id: u32, now: i64) -> Result<Option<(Held, i64)>> {
+    // The identities first: they survive the directory being emptied under its holder,
+    // where a new lock file would be free. Those claimed are released (dropped) when a
+    // later one is held.
+    let mut identities = Vec::with_capacity(names.len());
+    for name in names {
+        match IdentityLock::try_claim(&identity(name, id))? {
+            Some(claim) => identities.push(claim),
+            None => return Ok(None),
+        }
+    }
     let lock = match HostLock::try_lock(&dir.join(format!("worker-{id}.lock")))? {
         Attempt::Locked(lock) => lock,
         Attempt::Held(_) => return Ok(None), // the claim is dropped (released) here
     };
     let held = Held {
         lock,
-        identity,
+        identities,
         dir: dir.to_path_buf(),
     };
     // The previous holder's bound. A malformed file is an error, not a floor of zero,

@@ -329,11 +329,12 @@ impl Error {
             | Error::InvalidUrl { .. }
             | Error::InvalidConfig(_)
             | Error::AccessDenied { .. }
+            // Waiting never brings a table: a retry-while-unavailable loop must not spin.
+            | Error::TableMissing { .. }
             | Error::WorkerIdOutOfRange { .. } => ErrorKind::Config,
             Error::TagNotFound { .. } => ErrorKind::NotFound,
             Error::StoreUnavailable { .. }
             | Error::SegmentsExhausted { .. }
-            | Error::TableMissing { .. }
             | Error::RegistryUnavailable { .. }
             | Error::LeaseLost { .. }
             | Error::WorkerIdExhausted { .. }

@@ -233,7 +233,12 @@ fn mysql_restore(cut: bool) {
     let wb = b.worker_id();
     b.close();
     proxy.set_blackhole(false);
-    assert_eq!(wa, wb, "B got another worker id: no clash possible");
+    if cut {
+        assert_eq!(wa, wb, "B got another worker id: no clash possible");
+    }
+    // Connected, A sees the restore within a poll and takes a worker id again at once
+    // (a lost lease is re-acquired): whether A or B inserts first and gets row id 1 is
+    // a race, so only the invariant is asserted.
     let d = duplicates(&ids_a, &ids_b);
     println!(
         "mysql (cut {cut}): worker {wa}, A {} ids, B {} ids, {d} duplicates",

@@ -348,6 +348,22 @@ impl LimitWord {
             })
             .is_ok()
     }
+
+    /// Lowers the limit to `limit_ms` (never raises it), unless it is [`LOST_LIMIT`] or
+    /// [`OPENING_LIMIT`]: a pause of a held lease, which a later [`LimitWord::raise`]
+    /// lifts, and which never turns a lost or opening lease into a held one.
+    pub fn lower(&self, limit_ms: i64) {
+        // AcqRel as `raise`: ordered against a concurrent loss, which it never undoes.
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |cur| {
+                if cur == LOST_LIMIT || cur == OPENING_LIMIT || cur <= limit_ms {
+                    None
+                } else {
+                    Some(limit_ms)
+                }
+            });
+    }
 }
 
 /// True when the fast path may not issue at `now`: the limit is passed, or this

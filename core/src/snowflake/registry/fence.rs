@@ -3,7 +3,7 @@
 //! A registry's records are touched by more than cooperating leafid processes: Java Leaf
 //! (`zookeeper` forever nodes), the NotFound9 fork's servers (its `mysql` and `zk_recycle`
 //! modes), operators (`zkCli`, `mysql`, `rm -rf`), backups restored over live rows, and
-//! configuration typos. Every registry therefore holds to these four rules; each
+//! configuration typos. Every registry therefore holds to these five rules; each
 //! registry's module doc says how it meets them.
 //!
 //! 1. **Issue only under a bound the registry holds.** A holder issues at timestamps up to
@@ -28,6 +28,25 @@
 //!    ahead of the clock. A Java server reading a future value there does not stop; it
 //!    falls back to its local `workerID.properties` and never writes again, which would
 //!    make it invisible.
+//! 5. **A holder out of touch stops.** Rules 1 to 3 rest on records an operator may wipe
+//!    (`deleteall /snowflake/{name}`, a database restored from an older dump): a
+//!    newcomer that then finds no record has no floor, and a holder whose connection is
+//!    down cannot see the wipe. So a holder that has not heard from its registry for
+//!    its out-of-touch time suspends issuing
+//!    ([`IssueLimit::suspend`](super::IssueLimit::suspend): the limit is lowered to the
+//!    clock, the lease is kept) until contact is back and the next bound is persisted. ZooKeeper registries use their client's own detection: `Disconnected`
+//!    after [`zookeeper_out_of_touch`] (2/5 of the session timeout) without a word from
+//!    the server; MySQL uses [`OUT_OF_TOUCH`] without a successful poll or renew. And a
+//!    newcomer whose floor record is missing (no node, no row, no pool record) watches
+//!    for [`unfloored_watch`] before its first id: by then every holder that cannot see
+//!    the wipe has stopped, and a connected holder has seen it (a ZooKeeper watch, a
+//!    MySQL poll) and stopped at once.
+//!
+//! What no rule closes: a holder frozen (SIGSTOP, a VM paused) across a wipe of every
+//! record that holds its bound can, on waking, issue up to that bound before its watch,
+//! poll or out-of-touch timer runs, while a newcomer that found nothing issues from the
+//! clock. Nothing outside the frozen process remembers the bound, so no protocol on the
+//! newcomer's side can wait for it; there is deliberately no test claiming otherwise.
 //!
 //! Where a foreign writer cannot be detected at all, the registry refuses the
 //! configuration and says why instead of hoping.
@@ -65,6 +84,24 @@ pub const TAKEOVER_WATCH_AFTER_RELEASE: Duration = Duration::from_millis(
     FOREIGN_FIRST_UPLOAD.as_millis() as u64 + TAKEOVER_MARGIN.as_millis() as u64,
 );
 
+/// Rule 5: how long a MySQL holder goes without a successful poll or renew before it
+/// suspends issuing (its poll runs every 250 ms).
+pub const OUT_OF_TOUCH: Duration = Duration::from_millis(2000);
+
+/// Rule 5 for ZooKeeper: the client reports `Disconnected` after 2/5 of the negotiated
+/// session timeout without a word from the server (`zk_client`), and a holder suspends
+/// issuing then.
+pub fn zookeeper_out_of_touch(session_timeout: Duration) -> Duration {
+    session_timeout * 2 / 5
+}
+
+/// Rule 5: how long a newcomer whose floor record is missing watches before its first
+/// id, given the out-of-touch time of its own configuration: a full foreign cycle, and
+/// long enough for any holder that cannot see the wipe to have stopped.
+pub fn unfloored_watch(out_of_touch: Duration) -> Duration {
+    TAKEOVER_WATCH.max(out_of_touch + TAKEOVER_MARGIN)
+}
+
 /// What leafid writes into a field a foreign server reads as "the last time I issued"
 /// (Leaf's forever-node `timestamp`, the fork's `max_timestamp`): the bound, but never
 /// ahead of the local clock (rule 4).
@@ -95,5 +132,15 @@ mod tests {
     fn the_takeover_watch_covers_a_full_foreign_cycle() {
         assert!(TAKEOVER_WATCH > FOREIGN_UPLOAD_INTERVAL);
         assert!(TAKEOVER_WATCH_AFTER_RELEASE > FOREIGN_FIRST_UPLOAD);
+    }
+
+    #[test]
+    fn an_unfloored_newcomer_outwaits_every_holder_out_of_touch() {
+        assert!(unfloored_watch(OUT_OF_TOUCH) > OUT_OF_TOUCH);
+        let zk = zookeeper_out_of_touch(Duration::from_secs(6));
+        assert_eq!(zk, Duration::from_millis(2400));
+        assert!(unfloored_watch(zk) >= TAKEOVER_WATCH);
+        let long = zookeeper_out_of_touch(Duration::from_secs(30));
+        assert!(unfloored_watch(long) > long);
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! The directory must be absolute: a relative one would be resolved against each
 //! process's working directory, and one configuration started from two directories
-//! would hold two locks on one worker id ([`absolute_dir`] refuses it when the URL is
+//! would hold two locks on one worker id (`absolute_dir` refuses it when the URL is
 //! parsed, before any I/O). At every acquire the directory is created and canonicalised
 //! (symlinks, `.` and `//` resolved), so the same directory spelled two ways is one.
 //!

@@ -122,6 +122,14 @@ impl IssueLimit {
         self.lost.notified().await
     }
 
+    /// Fence rule 5 ([`fence`]): the registry is out of touch, so issuing pauses at
+    /// `now_ms` (the limit is lowered to it, never raised) while the lease stays held;
+    /// the next bound persisted ([`IssueLimit::raise`]) lifts the pause. A lost or
+    /// opening lease stays as it is.
+    pub fn suspend(&self, now_ms: i64) {
+        self.limit.lower(now_ms);
+    }
+
     /// Raises the limit to `limit_ms` unless a registry lowered it to `i64::MIN`
     /// (lease lost) meanwhile; a lost lease is never reopened by a late heartbeat.
     /// Returns false when the lease was lost.

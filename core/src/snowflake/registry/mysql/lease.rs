@@ -7,7 +7,7 @@ use std::time::Duration;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{Connection, Row};
 
-use super::watch::{lock, Written};
+use super::watch::{lock, table_gone, Written};
 use super::{MysqlRegistry, FIRST_TERM, LEASE_GRACE};
 use crate::error::{Error, Result};
 use crate::snowflake::registry::host_lock::{host_name, pid_alive, Holder};
@@ -22,12 +22,15 @@ pub(super) struct Taken {
     /// `max_timestamp` as found, after the lease was ours.
     pub(super) seen: Option<i64>,
     /// How long to watch `max_timestamp` before the first id; `None` for a row this
-    /// process has just inserted (nobody else can have used it).
+    /// process has just inserted whose worker id has a lease row (its last holder's
+    /// bound is the floor).
     pub(super) watch: Option<Duration>,
 }
 
 /// The lease row as the previous holder left it.
 struct Prior {
+    /// No lease row existed for the worker id: nothing says who used it last.
+    missing: bool,
     released: bool,
     bound_ms: Option<i64>,
     last_ts: Option<i64>,
@@ -129,12 +132,19 @@ impl MysqlRegistry {
         let floor = seen
             .unwrap_or(i64::MIN)
             .max(prior.bound_ms.unwrap_or(i64::MIN));
+        // Fence rule 5 first. No lease row for this worker id: nothing records its last
+        // holder, even for a row inserted just now (a database restored from a dump
+        // older than a live holder restarts AUTO_INCREMENT at that holder's id). Wait
+        // until any holder cut off from the database has suspended, and a connected one
+        // has polled the restore and stopped.
         // Fence rule 3. A row inserted just now had no other writer. A row a leafid
         // released with its last value still there can only have a fork server started
         // since, which writes within its first upload. Anything else (a fork server's
         // value, a crashed leafid, an older leafid, a hand-written row) may have a live
         // writer: a full upload cycle.
-        let watch = if inserted {
+        let watch = if prior.missing {
+            Some(fence::unfloored_watch(fence::OUT_OF_TOUCH))
+        } else if inserted {
             None
         } else if prior.released && prior.last_ts.is_some() && prior.last_ts == seen {
             Some(fence::TAKEOVER_WATCH_AFTER_RELEASE)
@@ -164,7 +174,8 @@ impl MysqlRegistry {
         let me = serde_json::to_string(&Holder::this_process()).expect("a holder serializes");
         // Outside the transaction: an INSERT IGNORE on an existing key takes a shared
         // lock, and two starts upgrading theirs to the FOR UPDATE below would deadlock.
-        sqlx::query(
+        // One row inserted: there was no lease row (rule 5).
+        let created = sqlx::query(
             "INSERT IGNORE INTO leafid_worker_lease (worker_id, ip_port, holder, holder_info, expires_at) \
              VALUES (?, ?, '', '', '1970-01-02 00:00:00')",
         )
@@ -172,7 +183,9 @@ impl MysqlRegistry {
         .bind(self.ip_port())
         .execute(&mut *conn)
         .await
-        .map_err(|e| self.db_err("insert into leafid_worker_lease", e))?;
+        .map_err(|e| self.db_err("insert into leafid_worker_lease", e))?
+        .rows_affected()
+            > 0;
         let mut tx = conn.begin().await.map_err(|e| self.db_err("begin", e))?;
         let row = sqlx::query(
             "SELECT holder, holder_info, bound_ms, last_ts, (expires_at < NOW(3)) AS expired, \
@@ -195,6 +208,13 @@ impl MysqlRegistry {
         let expired: bool = row.try_get::<i64, _>("expired").map_err(get)? != 0;
         let left_ms: i64 = row.try_get("left_ms").map_err(get)?;
         let prior = Prior {
+            // Also a row another start inserted just before us and has not taken yet.
+            missing: created
+                || (token.is_empty()
+                    && row
+                        .try_get::<Option<i64>, _>("bound_ms")
+                        .map_err(get)?
+                        .is_none()),
             released: token.is_empty(),
             bound_ms: row.try_get("bound_ms").map_err(get)?,
             last_ts: row.try_get("last_ts").map_err(get)?,
@@ -289,14 +309,44 @@ impl MysqlRegistry {
             w.accepted.drain(..excess);
             w.accepted.clone()
         };
+        let sent = tokio::time::Instant::now();
         let result = self.write_tx(conn, lease, bound_ms, ts, &accepted).await;
         let mut w = lock(written);
         w.writes += 1;
         if result.is_ok() {
             w.accepted = vec![Some(ts)];
+            w.heard(sent);
         }
         // On failure both values stay accepted: the commit's outcome may be unknown.
-        result
+        result?;
+        let took = sent.elapsed();
+        if took > fence::OUT_OF_TOUCH {
+            // Rule 5: the database held our records when this renew ran, but a reply
+            // this late says nothing about now; the poll task has suspended issuing, and
+            // raising the limit on this renew would undo that.
+            return Err(Error::registry(format!(
+                "MySQL {}: renew answered after {} ms, more than the out-of-touch time;                  issuing stays suspended until a prompt renew",
+                self.shown_url,
+                took.as_millis()
+            )));
+        }
+        Ok(())
+    }
+
+    /// A statement error of a holder's write: a dropped table is its records missing
+    /// (rule 2), anything else the database unavailable.
+    fn write_err(&self, worker_id: u32, what: &str, e: sqlx::Error) -> Error {
+        if table_gone(&e) {
+            fence::lost(
+                worker_id,
+                format!(
+                    "a table of this registry is gone (MySQL {}: {e}): restored from a dump or                      dropped, so another process may take this worker id with no floor",
+                    self.shown_url
+                ),
+            )
+        } else {
+            self.db_err(what, e)
+        }
     }
 
     async fn write_tx(
@@ -323,7 +373,7 @@ impl MysqlRegistry {
         .bind(&self.token)
         .execute(&mut *tx)
         .await
-        .map_err(|e| self.db_err("renew leafid_worker_lease", e))?;
+        .map_err(|e| self.write_err(lease.worker_id, "renew leafid_worker_lease", e))?;
         if extended.rows_affected() == 0 {
             return Err(fence::lost(
                 lease.worker_id,
@@ -351,7 +401,7 @@ impl MysqlRegistry {
         let written = q
             .execute(&mut *tx)
             .await
-            .map_err(|e| self.db_err("update max_timestamp", e))?;
+            .map_err(|e| self.write_err(lease.worker_id, "update max_timestamp", e))?;
         if written.rows_affected() == 0 {
             let now = self.select(&mut tx).await.ok().flatten();
             return Err(fence::lost(

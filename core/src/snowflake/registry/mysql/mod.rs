@@ -1,7 +1,7 @@
 //! `mysql` — the Leaf fork's `leaf_workerid_alloc` table: one row per `ip:port`, the
 //! row's AUTO_INCREMENT `id` is the worker id, `max_timestamp` the time the row's holder
 //! last reported. Beside the fork's Java servers (`leaf.snowflake.mode=mysql`) it follows
-//! the fencing rule of [`fence`](super::fence):
+//! the fencing rule of [`fence`]:
 //!
 //! Get-or-insert is race-free: select by `ip_port`; when absent, a plain insert; when a
 //! concurrent process inserted the same `ip_port` first (unique key `idx_ipport`), select
@@ -19,7 +19,7 @@
 //!
 //! **The fork's server, which knows nothing of leases** (`lease.rs`, `watch.rs`):
 //! - Rule 4: every heartbeat's bound (the clock plus the look-ahead) goes into the lease
-//!   row's `bound_ms`; `max_timestamp` gets only [`fence::foreign_timestamp`](super::fence::foreign_timestamp) of it,
+//!   row's `bound_ms`; `max_timestamp` gets only [`fence::foreign_timestamp`] of it,
 //!   never a future time (a fork server reading one falls back to its local
 //!   `workerID.properties` and never writes again, invisible). A newcomer's floor is
 //!   `max(max_timestamp, bound_ms)`. The final renew at close writes the exact last
@@ -28,15 +28,27 @@
 //!   wrote (`max_timestamp <=> ?`); zero rows is `LeaseLost` (sqlx counts matched rows,
 //!   see `MysqlRegistry::write`).
 //! - Rule 3: a newcomer that did not insert the row itself watches `max_timestamp` for
-//!   [`fence::TAKEOVER_WATCH`](super::fence::TAKEOVER_WATCH) before its first id, or for
-//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`](super::fence::TAKEOVER_WATCH_AFTER_RELEASE) when the lease row shows a leafid released
+//!   [`fence::TAKEOVER_WATCH`] before its first id, or for
+//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`] when the lease row shows a leafid released
 //!   it with that same value still there; a change is `WorkerIdInUse`.
 //! - Rule 2, at once: a live holder's poll task reads the row every `watch::POLL` and
 //!   lowers the generator's limit when `max_timestamp` holds a value it did not write,
 //!   the row is deleted or handed to another `ip_port`, or the lease row is deleted or
 //!   rewritten. A fork server started on a live holder's row issues from its start and
-//!   writes only [`fence::FOREIGN_FIRST_UPLOAD`](super::fence::FOREIGN_FIRST_UPLOAD) later: both issue until that write is
-//!   seen (the residual window, measured in `tests/mysql_foreign.rs`).
+//!   writes only [`fence::FOREIGN_FIRST_UPLOAD`]
+//!   later: both issue until that write is seen (the residual window, measured in
+//!   `tests/mysql_foreign.rs`). A table that no longer exists (`ER_NO_SUCH_TABLE`, a
+//!   restore from a dump) is the same: `LeaseLost` in the poll and in the renew, never
+//!   "unavailable" and never ignored.
+//! - Rule 5, a holder out of touch stops: the poll task suspends issuing after
+//!   [`fence::OUT_OF_TOUCH`] (2 s) without a successful poll
+//!   or renew, and the next prompt renew raises the limit again. A newcomer that finds
+//!   no `leafid_worker_lease` row for its worker id (including one whose
+//!   `leaf_workerid_alloc` row it has just inserted: a restore from a dump older than a
+//!   live holder restarts AUTO_INCREMENT at that holder's id) watches for
+//!   `max(TAKEOVER_WATCH, OUT_OF_TOUCH + TAKEOVER_MARGIN)` (3.5 s) before its first id:
+//!   a connected holder has polled the restore and stopped by then, a cut-off one has
+//!   suspended.
 //!
 //! While the database is down the generator issues only up to the last bound written
 //! here, never on its cache file alone ([`WorkerRegistry::survives_outage`] is false).
@@ -49,7 +61,7 @@ use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::pool::PoolConnection;
 use sqlx::Row;
 
-use super::{system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
+use super::{fence, system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -321,7 +333,7 @@ impl WorkerRegistry for MysqlRegistry {
     fn renew<'a>(&'a self, lease: &'a Lease, bound_ms: i64) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             let Some(written) = self.written(lease.worker_id) else {
-                return Err(super::fence::lost(
+                return Err(fence::lost(
                     lease.worker_id,
                     "this registry does not hold the lease (released, or never taken through it)",
                 ));

@@ -9,11 +9,21 @@
 //!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`]) before its first id;
 //! - [`poll_held`]: a live holder's task on the background runtime, polling every
 //!   [`POLL`], lowers the generator's [`IssueLimit`] at once on a foreign value, a
-//!   deleted or re-assigned row, or a lease row that is no longer this holder's, instead
+//!   deleted or re-assigned row, a lease row that is no longer this holder's, or a
+//!   table that no longer exists (`ER_NO_SUCH_TABLE`, a restore from a dump), instead
 //!   of waiting for the next heartbeat's conditional write to find it.
+//!
+//! Fence rule 5: the same task suspends issuing ([`IssueLimit::suspend`]) when neither a
+//! poll nor a renew has succeeded for [`fence::OUT_OF_TOUCH`] (counted from when the
+//! statement was sent), and keeps it suspended at every tick until one does; the
+//! heartbeat's next successful renew raises the limit again. A holder cut off from the
+//! database therefore stops within about 2.25 s, before a newcomer that found no lease
+//! row (and so waits [`fence::unfloored_watch`]) issues its first id.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
@@ -36,6 +46,9 @@ pub(super) struct Written {
     /// Bumped before and after every write of this holder: a poll that straddled one
     /// cannot tell which value it read and proves nothing.
     pub(super) writes: u64,
+    /// When the last statement that succeeded (a poll or a renew) was sent: the
+    /// database held this holder's records then (rule 5).
+    pub(super) contact: Instant,
 }
 
 impl Written {
@@ -43,7 +56,25 @@ impl Written {
         Arc::new(Mutex::new(Written {
             accepted: vec![seen],
             writes: 0,
+            contact: Instant::now(),
         }))
+    }
+
+    /// A statement sent at `sent` succeeded.
+    pub(super) fn heard(&mut self, sent: Instant) {
+        self.contact = self.contact.max(sent);
+    }
+}
+
+/// `ER_NO_SUCH_TABLE` (1146): a table of this registry was dropped (a restore from a
+/// dump, a migration). For a holder that is its own record missing: rule 2, a lost
+/// lease, never "unavailable" and never ignored.
+pub(super) fn table_gone(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .is_some_and(|m| m.number() == 1146),
+        _ => false,
     }
 }
 
@@ -96,24 +127,44 @@ pub(super) struct Poll {
 
 /// Polls a held row every [`POLL`] until it finds it lost, then lowers the limit (rule
 /// 2: a record of its own changed or missing is a lost lease, at once). A failed read
-/// (database down) proves nothing: the renews see the outage, and the generator never
-/// issues past the last bound written. Aborted by `release`.
+/// (database down) proves nothing by itself, but with no success for
+/// [`fence::OUT_OF_TOUCH`] issuing is suspended (rule 5). Aborted by `release`.
 pub(super) async fn poll_held(p: Poll) {
     let id = p.worker_id as i64;
+    let mut suspended = false;
     loop {
         tokio::time::sleep(POLL).await;
+        suspended = out_of_touch(&p, suspended);
         let before = lock(&p.written).writes;
         if before % 2 == 1 {
             continue; // a write of ours is in flight
         }
-        let reading =
-            match tokio::time::timeout(CALL_TIMEOUT, read(&p.pool, id, &p.ip_port, &p.token)).await
-            {
-                Ok(Ok(r)) => r,
-                _ => continue,
-            };
+        let sent = Instant::now();
+        let call = tokio::time::timeout(CALL_TIMEOUT, read(&p.pool, id, &p.ip_port, &p.token));
+        tokio::pin!(call);
+        // A read on a silent network waits up to CALL_TIMEOUT: keep ticking meanwhile.
+        let outcome = loop {
+            tokio::select! {
+                r = &mut call => break r,
+                _ = tokio::time::sleep(POLL) => suspended = out_of_touch(&p, suspended),
+            }
+        };
+        let reading = match outcome {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) if table_gone(&e) => {
+                let cause = format!(
+                    "a table of this registry is gone (MySQL {}: {e}): restored from a dump or                      dropped, so another process may take worker {id} with no floor",
+                    p.shown_url
+                );
+                tracing::warn!(worker_id = p.worker_id, %cause, "worker-id lease lost; issuing stops");
+                p.limit.lose();
+                return;
+            }
+            _ => continue,
+        };
         let cause = {
-            let w = lock(&p.written);
+            let mut w = lock(&p.written);
+            w.heard(sent);
             if w.writes != before {
                 continue; // a write of ours straddled the read
             }
@@ -142,6 +193,27 @@ pub(super) async fn poll_held(p: Poll) {
         p.limit.lose();
         return;
     }
+}
+
+/// Rule 5: suspends issuing when nothing succeeded for [`fence::OUT_OF_TOUCH`], again at
+/// every tick (a renew answered late may have raised the limit since). Returns whether
+/// the holder is out of touch now.
+fn out_of_touch(p: &Poll, was: bool) -> bool {
+    let silent = lock(&p.written).contact.elapsed();
+    let out = silent > fence::OUT_OF_TOUCH;
+    if out {
+        p.limit.suspend(crate::snowflake::registry::system_now_ms());
+        if !was {
+            tracing::warn!(
+                worker_id = p.worker_id,
+                silent_ms = silent.as_millis() as u64,
+                "no answer from MySQL: issuing suspended until a renew succeeds"
+            );
+        }
+    } else if was {
+        tracing::info!(worker_id = p.worker_id, "MySQL answers again");
+    }
+    out
 }
 
 fn show(ts: Option<i64>) -> String {
@@ -180,7 +252,13 @@ impl MysqlRegistry {
                     self.shown_url
                 ))
             })?
-            .map_err(|e| self.db_err("takeover watch", e))?;
+            .map_err(|e| {
+                if table_gone(&e) {
+                    fence::lost(id as u32, format!("a table of this registry is gone: {e}"))
+                } else {
+                    self.db_err("takeover watch", e)
+                }
+            })?;
             match reading.row {
                 None => {
                     return Err(fence::lost(

@@ -15,6 +15,12 @@
 //! checked again as soon as the session is back. On a loss the task also gives the
 //! worker-id claim back, so a newcomer waiting for it starts with this holder's bound
 //! as its floor.
+//!
+//! Fence rule 5: while the client reports the connection `Disconnected` (no word from
+//! the server for 2/5 of the session timeout) the holder cannot see a deletion, so the
+//! guard suspends issuing ([`IssueLimit::suspend`]) and keeps it suspended until the
+//! connection is back; the next renew then raises the limit again. A short blip costs
+//! no re-acquire; a session that expired meanwhile is a lost lease as above.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +55,10 @@ pub(super) fn start(
     )))
 }
 
+/// How often a suspension is applied again while disconnected: a renew answered just
+/// before the connection dropped may raise the limit after the first suspension.
+const RESUSPEND: Duration = Duration::from_millis(50);
+
 async fn run(
     client: zk::Client,
     path: String,
@@ -56,18 +66,57 @@ async fn run(
     own: OwnWrite,
     limit: Arc<IssueLimit>,
 ) {
-    let why = loop {
+    let why = tokio::select! {
+        why = watch(&client, &path, &own) => why,
+        never = suspend_while_disconnected(&client, &limit) => match never {},
+    };
+    tracing::warn!(cause = %why, "the forever node changed under this holder: stopping at once");
+    limit.lose();
+    // The generator has stopped; its bound is in ids/{id}: a newcomer waiting for this id
+    // may take it now with that floor.
+    if let Ok(Some(stat)) = client.check_stat(&id_live).await {
+        if stat.ephemeral_owner == client.session_id() {
+            let _ = client.delete(&id_live, Some(stat.version)).await;
+        }
+    }
+}
+
+/// Rule 5: suspends issuing for as long as the connection is down. Never returns.
+async fn suspend_while_disconnected(
+    client: &zk::Client,
+    limit: &IssueLimit,
+) -> std::convert::Infallible {
+    let mut states = client.state_watcher();
+    loop {
+        let state = *states.borrow_and_update();
+        if state == zk::SessionState::Disconnected {
+            limit.suspend(super::system_now_ms());
+            tracing::debug!("ZooKeeper connection down: issuing suspended until it is back");
+            let _ = tokio::time::timeout(RESUSPEND, states.changed()).await;
+            continue;
+        }
+        if states.changed().await.is_err() {
+            // The session task is gone: the watch loop sees the session ended.
+            return std::future::pending().await;
+        }
+    }
+}
+
+/// Watches the forever node until it is deleted, written by another process, or the
+/// session ends; returns why.
+async fn watch(client: &zk::Client, path: &str, own: &OwnWrite) -> String {
+    loop {
         let checked = {
             let mine = own.lock().await;
             client
-                .watch_node(&path)
+                .watch_node(path)
                 .await
                 .map(|(stat, w)| (stat, w, *mine))
         };
         let watch = match checked {
-            Ok((None, _, _)) => break format!("{path} was deleted"),
+            Ok((None, _, _)) => return format!("{path} was deleted"),
             Ok((Some(stat), _, mine)) if stat.mzxid != mine => {
-                break format!(
+                return format!(
                     "{path} was written by another process (zxid {:#x}, this holder last wrote {mine:#x}), \
                      most likely a Java Leaf server started with this ip:port",
                     stat.mzxid
@@ -75,7 +124,7 @@ async fn run(
             }
             Ok((Some(_), watch, _)) => watch,
             Err(_) if client.state().is_terminated() => {
-                break format!("the ZooKeeper session ended ({})", client.state())
+                return format!("the ZooKeeper session ended ({})", client.state())
             }
             Err(e) => {
                 tracing::debug!(error = %e, %path, "cannot watch the forever node yet; retrying");
@@ -91,14 +140,5 @@ async fn run(
         // Whatever fired (a write of ours, a foreign one, a deletion, SessionLost), the
         // next round reads the node again.
         let _ = watch.await;
-    };
-    tracing::warn!(cause = %why, "the forever node changed under this holder: stopping at once");
-    limit.lose();
-    // The generator has stopped; its bound is in ids/{id}: a newcomer waiting for this id
-    // may take it now with that floor.
-    if let Ok(Some(stat)) = client.check_stat(&id_live).await {
-        if stat.ephemeral_owner == client.session_id() {
-            let _ = client.delete(&id_live, Some(stat.version)).await;
-        }
     }
 }

@@ -40,6 +40,18 @@
 //!    restarted on this identity passes its `checkInitTimeStamp`, takes its normal path
 //!    and uploads 1 s later, which the guard sees; with a future time it would fall back
 //!    to its `workerID.properties` and never write again.
+//! 5. *A holder out of touch stops* (`guard`): while the client reports `Disconnected`
+//!    (no word from the server for 2/5 of the session timeout, 2.4 s at the default 6 s)
+//!    the holder cannot see a deletion, so issuing is suspended (the limit lowered to the
+//!    clock, the lease kept) until the connection is back and the next renew raises it.
+//!    A newcomer with no `ids/{id}` record for its worker id (a new node, or a tree
+//!    deleted by `deleteall /snowflake/{name}`: the sequence restarts at 0 and hands out
+//!    a cut-off holder's id) watches its node for
+//!    `max(`[`fence::TAKEOVER_WATCH`]`, 2/5 of its session timeout + `[`fence::TAKEOVER_MARGIN`]`)`
+//!    (3.5 s at the default session timeout) before its first id: by then any holder of
+//!    the deleted tree has either seen the deletion (its watch) or suspended. A
+//!    re-acquire whose own last write is still the node's (its session expired) counts
+//!    as released: [`fence::TAKEOVER_WATCH_AFTER_RELEASE`].
 //!
 //! The residual window: a Java server started on an identity a live leafid holds issues
 //! from its start but writes only 1 s later; until the guard sees that write both issue.
@@ -515,7 +527,10 @@ impl ZookeeperRegistry {
                 st.node = Some((path.clone(), id, 0));
                 let claimed = self.claim_worker(&client, id).await?;
                 st.id_version = claimed.version;
-                let seen = self.watch_takeover(&client, &path, id, zk_now).await?;
+                let unfloored = claimed.bound_ms == i64::MIN;
+                let seen = self
+                    .watch_takeover(&client, &path, id, zk_now, st.last_mzxid, unfloored)
+                    .await?;
                 let (stamp, version) = self.read_timestamp(&client, &path).await?;
                 if version != seen.version {
                     return Err(self.in_use(
@@ -574,6 +589,16 @@ impl ZookeeperRegistry {
                     // the id itself must be free, and its last holder's bound is the floor.
                     let claimed = self.claim_worker(&client, id).await?;
                     st.id_version = claimed.version;
+                    if claimed.bound_ms == i64::MIN {
+                        // Rule 5: no record of the id's last holder, which may be a holder
+                        // of a deleted tree that is cut off and cannot see the deletion:
+                        // it has stopped after this wait.
+                        let watch_for = Self::unfloored_watch(&client);
+                        tracing::info!(%path, worker_id = id, watch_ms = watch_for.as_millis() as u64,
+                            "no floor recorded for this worker id: waiting out any holder out of touch");
+                        self.watch_unchanged(&client, &path, id, stat, watch_for)
+                            .await?;
+                    }
                     (path, id, claimed.bound_ms, 0, stat.mzxid)
                 } else {
                     (path, id, i64::MIN, 0, stat.mzxid)
@@ -736,7 +761,8 @@ impl ZookeeperRegistry {
                 self.let_go(&client, &mut st, true).await;
             }
         }
-        st.last_mzxid = None;
+        // `last_mzxid` stays: a re-acquire that finds it still the node's counts the
+        // node as released (its own generator stopped issuing before).
         // Dropping the last client closes the session.
         st.client = None;
         st.node = None;

@@ -50,15 +50,26 @@ impl ZookeeperRegistry {
         format!("{}/live", self.id_path(id))
     }
 
+    /// Rule 5: how long a newcomer with no floor record for its id watches, with this
+    /// client's session timeout.
+    pub(super) fn unfloored_watch(client: &zk::Client) -> Duration {
+        fence::unfloored_watch(fence::zookeeper_out_of_touch(client.session_timeout()))
+    }
+
     /// Watches the forever node `path` (fence rule 3) and returns its metadata as last
     /// seen, or `WorkerIdInUse` when anyone writes it meanwhile. `zk_now` is
-    /// ZooKeeper's clock at the claim.
+    /// ZooKeeper's clock at the claim; `own_last` the `mzxid` of this registry's last
+    /// write to it (a re-acquire after its session ended), which counts as released;
+    /// `unfloored`: the id has no leafid record (`ids/{id}` missing), so the watch lasts
+    /// at least [`Self::unfloored_watch`] (rule 5).
     pub(super) async fn watch_takeover(
         &self,
         client: &zk::Client,
         path: &str,
         id: u32,
         zk_now: i64,
+        own_last: Option<i64>,
+        unfloored: bool,
     ) -> Result<zk::Stat> {
         let holder = self.holder_path();
         let released: Option<i64> = match client.get_data(&holder).await {
@@ -73,7 +84,10 @@ impl ZookeeperRegistry {
             Ok(None) => return Err(self.vanished(path)),
             Err(e) => return Err(self.err("read", path, e)),
         };
-        let watch_for = if released == Some(first.mzxid) {
+        // Our own last write still there: our generator stopped issuing before this
+        // re-acquire, as after a release.
+        let released = released == Some(first.mzxid) || own_last == Some(first.mzxid);
+        let watch_for = if released {
             fence::TAKEOVER_WATCH_AFTER_RELEASE
         } else {
             // Until a recent write has aged past the window (a Java server that keeps
@@ -83,9 +97,27 @@ impl ZookeeperRegistry {
             let to_age = (JAVA_LIVE_WINDOW.as_millis() as i64).saturating_sub(age);
             fence::TAKEOVER_WATCH.max(Duration::from_millis(to_age.max(0) as u64))
         };
-        tracing::info!(%path, watch_ms = watch_for.as_millis() as u64,
-            released = released == Some(first.mzxid),
+        let watch_for = if unfloored {
+            watch_for.max(Self::unfloored_watch(client))
+        } else {
+            watch_for
+        };
+        tracing::info!(%path, watch_ms = watch_for.as_millis() as u64, released, unfloored,
             "watching the forever node before the first id, in case a Java Leaf server uses it");
+        self.watch_unchanged(client, path, id, first, watch_for)
+            .await
+    }
+
+    /// Watches `path` for `watch_for` from `first` (its metadata as read): its metadata
+    /// at the end, or `WorkerIdInUse` when anyone writes it meanwhile.
+    pub(super) async fn watch_unchanged(
+        &self,
+        client: &zk::Client,
+        path: &str,
+        id: u32,
+        first: zk::Stat,
+        watch_for: Duration,
+    ) -> Result<zk::Stat> {
         let deadline = tokio::time::Instant::now() + watch_for;
         loop {
             // Re-read with a watch each round: a SessionLost or a fired watch both come

@@ -22,6 +22,13 @@
 //! wrote (fence rule 1), through the same session: a session that ended can write
 //! nothing, and a floor another writer changed or deleted is never overwritten blindly.
 //!
+//! Fence rule 5 (a holder out of touch stops): the session watcher stops issuing when
+//! the client reports the connection Disconnected (below); and a newcomer that finds
+//! neither `last/{id}` nor the pool record in `last/` (the tree deleted under a holder
+//! that is cut off, or a pool just made) waits `max(`[`fence::TAKEOVER_WATCH`]`, 2/5 of
+//! its session timeout + `[`fence::TAKEOVER_MARGIN`]`)` (3.5 s at the default 6 s)
+//! before its first id, by which time such a holder has stopped (`floor.rs`).
+//!
 //! Fence rule 2: a lease node or `last/{id}` missing or changed under a live holder is
 //! [`Error::LeaseLost`], never "unavailable". A watcher task sees it at once (ZooKeeper
 //! watches on the lease node, on `last/{id}` and on the pool's children) and stops
@@ -485,7 +492,8 @@ impl ZookeeperRecycleRegistry {
                     tracing::warn!(worker_id = id, floor, "the floor of this id is missing and some floor of the pool was deleted: starting above the largest lookahead any holder wrote");
                 }
                 // A new node is at version 0 and this registry never writes to it.
-                return Ok((id, path, 0, floor, read.map(|(_, v)| v), pool));
+                let unfloored = pool.unfloored(read.map(|(b, _)| b));
+                return Ok((id, path, 0, floor, read.map(|(_, v)| v), pool, unfloored));
             }
             Err(Error::WorkerIdExhausted {
                 pool: format!("ZooKeeper {} {lease_dir}", self.shown),
@@ -497,7 +505,7 @@ impl ZookeeperRecycleRegistry {
         // more now that the watch is set.
         let result = match result {
             Ok(taken) => {
-                let (id, ref path, _, _, version, _) = taken;
+                let (id, ref path, _, _, version, _, unfloored) = taken;
                 let floor_state = Arc::new(watch::FloorState::new(version));
                 let last_path = format!("{last_dir}/{id}");
                 watchers.push(watch::records(
@@ -512,6 +520,15 @@ impl ZookeeperRecycleRegistry {
                     watching.clone(),
                     limit.clone(),
                 ));
+                if unfloored {
+                    // Fence rule 5 (`floor`): no record that nobody holds this id; the
+                    // watchers run meanwhile and stop this lease on any sign of a writer.
+                    let watch_for =
+                        fence::unfloored_watch(fence::zookeeper_out_of_touch(negotiated));
+                    tracing::info!(worker_id = id, watch_ms = watch_for.as_millis() as u64,
+                        "no pool record and no floor for this id: waiting out any holder out of touch");
+                    tokio::time::sleep(watch_for).await;
+                }
                 self.check_no_fork(&client)
                     .await
                     .map(|()| (taken, floor_state))
@@ -519,7 +536,7 @@ impl ZookeeperRecycleRegistry {
             Err(e) => Err(e),
         };
         match result {
-            Ok(((id, path, version, floor, _, pool), floor_state)) => {
+            Ok(((id, path, version, floor, _, pool, _), floor_state)) => {
                 tracing::info!(worker_id = id, %path, floor, session = %client.session_id(),
                     session_timeout = ?negotiated, "worker id leased");
                 let location = format!("zookeeper-recycle {}{path}", self.shown);

@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# Runs the code blocks of README.md and docs/*.md as a reader pastes them, twice each.
+#
+# The convention: a fenced block whose info string carries a file name,
+#   ```rust title=src/main.rs     ```python title=quickstart.py
+#   ```js title=quickstart.mjs    ```sh title=setup.sh
+# is a whole program, saved under that name and run; a block without `title=` is
+# illustrative (a fragment, a shell session, a table's DDL) and only counted. Each
+# runnable block runs twice in one fresh directory (the second run meets what the first
+# left: a SQLite file, a tag, worker-id lock files), as the user nobody (65534) with a
+# HOME of its own when this script runs as root, and with a private /tmp (a mount
+# namespace), so a program's `/tmp/leafid-workers` is its own and never one another run
+# or user left behind.
+#   rust    a fresh `cargo new` project (edition 2024, as cargo makes it today) gets the
+#           `cargo add` lines of the same page's sh blocks, with `cargo add leafid`
+#           pointed at this checkout (`cargo add --path core`) and the rest (tokio) from
+#           crates.io; built with the workspace's Cargo.lock and CARGO_TARGET_DIR so the
+#           dependencies compile once. cargo builds as the invoking user (the shared
+#           target directory is theirs); the built program runs as nobody.
+#   python  a venv of the newest /usr/bin/python3.N with the wheel LEAFID_WHEEL, else the
+#           one in dist/ (scripts/dist.sh), else `pip install .`.
+#   js      a fresh npm project with the tarballs of dist/ (scripts/build-npm.sh), else
+#           this checkout linked as node_modules/leafid (its native module from
+#           NAPI_RS_NATIVE_LIBRARY_PATH or `npm run build`).
+#   sh      bash.
+# mypy --strict and tsc --strict check the same extracted blocks in the Python and Node
+# suites (tests/python/test_readme.py, tests/node/readme.test.js).
+#
+#   scripts/test-docs.sh              # every page
+#   scripts/test-docs.sh README.md    # some pages
+#   LEAFID_DOCS_ONLY=python ...       # one language (rust, python, js, sh)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
+dist=${LEAFID_DIST_DIR:-$root/dist}
+only=${LEAFID_DOCS_ONLY:-}
+if [ $# -gt 0 ]; then pages=("$@"); else pages=(README.md docs/*.md); fi
+
+# Outside /tmp: the programs get a private /tmp mounted over it.
+work=$(mktemp -d -p /var/tmp leafid-docs.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+chmod 755 "$work"
+
+# One directory per runnable block: lang, title, origin (page:line), code, and for rust
+# the page's `cargo add` lines before it.
+/usr/bin/python3 - "$work/blocks" "${pages[@]}" <<'PY'
+import os, re, sys
+out, pages = sys.argv[1], sys.argv[2:]
+fence = re.compile(r"^```(\S*)\s*(.*)$")
+n = illustrative = 0
+for page in pages:
+    lines = open(page, encoding="utf-8").read().split("\n")
+    adds, i = [], 0
+    while i < len(lines):
+        m = fence.match(lines[i])
+        if not m or not m.group(1):
+            if m and not m.group(1):
+                sys.exit(f"{page}:{i + 1}: a code block without a language; tag it (text, sh, …)")
+            i += 1
+            continue
+        lang, info, start = m.group(1), m.group(2), i + 1
+        j = start
+        while j < len(lines) and lines[j] != "```":
+            j += 1
+        if j == len(lines):
+            sys.exit(f"{page}:{start}: unclosed code block")
+        body = lines[start:j]
+        if lang == "sh":
+            adds += [l.strip() for l in body if l.strip().startswith("cargo add ")]
+        title = re.search(r"\btitle=(\S+)", info)
+        if title:
+            if lang not in ("rust", "python", "js", "sh"):
+                sys.exit(f"{page}:{start}: title= on a {lang} block; runnable blocks are rust, python, js, sh")
+            n += 1
+            d = os.path.join(out, f"{n:02d}")
+            os.makedirs(d)
+            for name, text in (("lang", lang), ("title", title.group(1)),
+                               ("origin", f"{page}:{start}"), ("code", "\n".join(body) + "\n"),
+                               ("deps", "\n".join(adds) + "\n")):
+                with open(os.path.join(d, name), "w", encoding="utf-8") as f:
+                    f.write(text)
+        else:
+            illustrative += 1
+        i = j + 1
+print(f"docs: {n} runnable blocks, {illustrative} illustrative (no title=) in {len(pages)} pages")
+PY
+
+as_root=0
+[ "$(id -u)" -eq 0 ] && as_root=1
+
+# run DIR TMP CMD...: CMD in DIR, with TMP as /tmp; as nobody (HOME=DIR/../home) when root.
+run() {
+    local dir=$1 tmp=$2
+    shift 2
+    if [ "$as_root" -eq 1 ]; then
+        unshare --mount --propagation private -- /bin/sh -c \
+            'mount --bind "$1" /tmp && cd "$2" && shift 2 && exec "$@"' sh "$tmp" "$dir" \
+            setpriv --reuid=65534 --regid=65534 --clear-groups \
+            env -i "PATH=$PATH" "HOME=$dir/../home" LANG=C.UTF-8 \
+            ${NAPI_RS_NATIVE_LIBRARY_PATH:+"NAPI_RS_NATIVE_LIBRARY_PATH=$NAPI_RS_NATIVE_LIBRARY_PATH"} "$@"
+    else
+        (cd "$dir" && "$@")
+    fi
+}
+
+# A fresh directory for one block: run/ (the working directory), home/, tmp/ (1777).
+fresh() {
+    local base=$1
+    mkdir -p "$base/run" "$base/home" "$base/tmp"
+    chmod 1777 "$base/tmp"
+    chmod 755 "$base"
+    if [ "$as_root" -eq 1 ]; then chown 65534:65534 "$base/run" "$base/home"; fi
+}
+
+failures=0
+ran=0
+# twice BLOCK LABEL CMD...: the block's program, twice in one fresh directory.
+twice() {
+    local b=$1 label=$2
+    shift 2
+    local base=$b/x
+    fresh "$base"
+    local title
+    title=$(cat "$b/title")
+    mkdir -p "$(dirname "$base/run/$title")"
+    cp "$b/code" "$base/run/$title"
+    [ "$as_root" -eq 1 ] && chown -R 65534:65534 "$base/run"
+    local k
+    for k in 1 2; do
+        if ! run "$base/run" "$base/tmp" "$@" >"$b/out.$k" 2>&1; then
+            echo "FAILED: $(cat "$b/origin") ($label, run $k):"
+            sed 's/^/    /' "$b/out.$k"
+            failures=$((failures + 1))
+            return
+        fi
+    done
+    echo "ok: $(cat "$b/origin") $title ($label, twice)"
+    ran=$((ran + 1))
+}
+
+blocks=()
+for b in "$work"/blocks/*; do
+    [ -d "$b" ] || continue
+    [ -z "$only" ] || [ "$(cat "$b/lang")" = "$only" ] || continue
+    blocks+=("$b")
+done
+has() { local b; for b in "${blocks[@]}"; do [ "$(cat "$b/lang")" = "$1" ] && return 0; done; return 1; }
+
+# Python: one venv, kept between runs (only leafid is reinstalled).
+if has python; then
+    py=$(ls /usr/bin/python3.[0-9]* 2>/dev/null | grep -E '/python3\.[0-9]+$' | sort -V | tail -1)
+    venv=$CARGO_TARGET_DIR/docs-venv
+    [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+    pkg=${LEAFID_WHEEL:-$(ls "$dist"/leafid-*-manylinux*.whl 2>/dev/null | head -1)}
+    "$venv/bin/pip" install -q --force-reinstall --no-deps "${pkg:-.}"
+    echo "docs: python $("$venv/bin/python" -V 2>&1 | cut -d' ' -f2), leafid from ${pkg:-. (pip install .)}"
+    for b in "${blocks[@]}"; do
+        [ "$(cat "$b/lang")" = python ] || continue
+        twice "$b" python "$venv/bin/python" "$(cat "$b/title")"
+    done
+fi
+
+# Node: one project with leafid as a user installs it.
+if has js; then
+    proj=$work/node
+    mkdir -p "$proj"
+    echo '{ "name": "leafid-docs", "private": true }' >"$proj/package.json"
+    version=$(node -p "require('$root/package.json').version")
+    main=$dist/leafid-$version.tgz
+    platform=$dist/leafid-linux-x64-gnu-$version.tgz
+    if [ -f "$main" ] && [ -f "$platform" ]; then
+        (cd "$proj" && npm install --offline --no-audit --no-fund --loglevel=error "$platform" "$main")
+        unset NAPI_RS_NATIVE_LIBRARY_PATH  # the installed platform package's binary
+        echo "docs: node $(node -v), leafid from $main"
+    else
+        if [ -z "${NAPI_RS_NATIVE_LIBRARY_PATH:-}" ] && ! ls bindings-node/*.node >/dev/null 2>&1; then
+            npm install --no-audit --no-fund --loglevel=error && npm run build
+        fi
+        mkdir -p "$proj/node_modules"
+        ln -s "$root" "$proj/node_modules/leafid"
+        echo "docs: node $(node -v), leafid from this checkout"
+    fi
+    chmod -R a+rX "$proj"
+    for b in "${blocks[@]}"; do
+        [ "$(cat "$b/lang")" = js ] || continue
+        # The program sits in the project, as a user's file does; its cwd is a fresh dir.
+        cp "$b/code" "$proj/$(basename "$(cat "$b/title")")"
+        chmod 644 "$proj/$(basename "$(cat "$b/title")")"
+        twice "$b" node node "$proj/$(basename "$(cat "$b/title")")"
+    done
+fi
+
+# Rust: a cargo new project per block, the page's dependency lines.
+if has rust; then
+    for b in "${blocks[@]}"; do
+        [ "$(cat "$b/lang")" = rust ] || continue
+        app=$b/app
+        cargo new -q --vcs none --name app "$app"
+        grep -q '^edition = "2024"' "$app/Cargo.toml" ||
+            { echo "cargo new made no edition-2024 project: $(grep edition "$app/Cargo.toml")"; exit 1; }
+        cp Cargo.lock "$app/"  # the workspace's versions, so its compiled crates are reused
+        while read -r line; do
+            [ -n "$line" ] || continue
+            # shellcheck disable=SC2086
+            set -- ${line#cargo add }
+            if [ "$1" = leafid ]; then shift; set -- --path "$root/core" "$@"; fi
+            (cd "$app" && cargo add -q "$@")
+        done <"$b/deps"
+        cp "$b/code" "$app/$(cat "$b/title")"
+        if ! (cd "$app" && cargo build -q 2>"$b/build.err"); then
+            echo "FAILED: $(cat "$b/origin") does not build in a cargo new project:"
+            sed 's/^/    /' "$b/build.err"
+            failures=$((failures + 1))
+            continue
+        fi
+        cp "$CARGO_TARGET_DIR/debug/app" "$b/app.bin"
+        chmod 755 "$b" "$b/app.bin"
+        twice "$b" "rust, edition 2024" "$b/app.bin"
+    done
+fi
+
+if has sh; then
+    for b in "${blocks[@]}"; do
+        [ "$(cat "$b/lang")" = sh ] || continue
+        twice "$b" sh bash "$(cat "$b/title")"
+    done
+fi
+
+echo "docs: $ran blocks ran twice$([ "$as_root" -eq 1 ] && echo ' as nobody with a private /tmp'), $failures failed"
+[ "$failures" -eq 0 ]

@@ -67,7 +67,10 @@ for page in pages:
             sys.exit(f"{page}:{start}: unclosed code block")
         body = lines[start:j]
         if lang == "sh":
-            adds += [l.strip() for l in body if l.strip().startswith("cargo add ")]
+            for l in body:
+                l = l.split("#")[0].strip()  # a trailing comment
+                if l.startswith("cargo add ") and l not in adds:
+                    adds.append(l)
         title = re.search(r"\btitle=(\S+)", info)
         if title:
             if lang not in ("rust", "python", "js", "sh"):

@@ -139,6 +139,7 @@ twice() {
         fi
     done
     echo "ok: $(cat "$b/origin") $title ($label, twice)"
+    for k in 1 2; do head -c 2000 "$b/out.$k" | head -4 | sed "s/^/    run $k: /"; done
     ran=$((ran + 1))
 }
 

@@ -12,11 +12,12 @@
 # namespace), so a program's `/tmp/leafid-workers` is its own and never one another run
 # or user left behind.
 #   rust    a fresh `cargo new` project (edition 2024, as cargo makes it today) gets the
-#           `cargo add` lines of the same page's sh blocks, with `cargo add leafid`
-#           pointed at this checkout (`cargo add --path core`) and the rest (tokio) from
-#           crates.io; built with the workspace's Cargo.lock and CARGO_TARGET_DIR so the
-#           dependencies compile once. cargo builds as the invoking user (the shared
-#           target directory is theirs); the built program runs as nobody.
+#           `cargo add` lines of README.md's sh blocks and of the page's own before the
+#           block, with `cargo add leafid` pointed at this checkout (`cargo add --path
+#           core`) and the rest (tokio) from crates.io; built with the workspace's
+#           Cargo.lock and CARGO_TARGET_DIR, so the dependencies compile once (the first
+#           run compiles them for the app's feature set). cargo builds as the invoking
+#           user (the shared target directory is theirs); the program runs as nobody.
 #   python  a venv of the newest /usr/bin/python3.N with the wheel LEAFID_WHEEL, else the
 #           one in dist/ (scripts/dist.sh), else `pip install .`.
 #   js      a fresh npm project with the tarballs of dist/ (scripts/build-npm.sh), else
@@ -49,9 +50,19 @@ import os, re, sys
 out, pages = sys.argv[1], sys.argv[2:]
 fence = re.compile(r"^```(\S*)\s*(.*)$")
 n = illustrative = 0
+# A page's Rust programs build with the README's `cargo add` lines (the quick start's
+# project) plus any of its own before them.
+def cargo_adds(lines):
+    adds = []
+    for l in lines:
+        l = l.split("#")[0].strip()  # a trailing comment
+        if l.startswith("cargo add ") and l not in adds:
+            adds.append(l)
+    return adds
+readme = cargo_adds(open("README.md", encoding="utf-8").read().split("\n")) if os.path.exists("README.md") else []
 for page in pages:
     lines = open(page, encoding="utf-8").read().split("\n")
-    adds, i = [], 0
+    adds, i = ([] if page == "README.md" else list(readme)), 0
     while i < len(lines):
         m = fence.match(lines[i])
         if not m or not m.group(1):
@@ -67,10 +78,7 @@ for page in pages:
             sys.exit(f"{page}:{start}: unclosed code block")
         body = lines[start:j]
         if lang == "sh":
-            for l in body:
-                l = l.split("#")[0].strip()  # a trailing comment
-                if l.startswith("cargo add ") and l not in adds:
-                    adds.append(l)
+            adds += [l for l in cargo_adds(body) if l not in adds]
         title = re.search(r"\btitle=(\S+)", info)
         if title:
             if lang not in ("rust", "python", "js", "sh"):
@@ -86,6 +94,12 @@ for page in pages:
         else:
             illustrative += 1
         i = j + 1
+# Relative links point at files that exist (anchors are not checked).
+for page in pages:
+    text = open(page, encoding="utf-8").read()
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" not in target and not os.path.exists(os.path.join(os.path.dirname(page), target)):
+            sys.exit(f"{page}: a link to {target}, which does not exist")
 print(f"docs: {n} runnable blocks, {illustrative} illustrative (no title=) in {len(pages)} pages")
 PY
 

@@ -21,8 +21,8 @@
 #   python  a venv of the newest /usr/bin/python3.N with the wheel LEAFID_WHEEL, else the
 #           one in dist/ (scripts/dist.sh), else `pip install .`.
 #   js      a fresh npm project with the tarballs of dist/ (scripts/build-npm.sh), else
-#           this checkout linked as node_modules/leafid (its native module from
-#           NAPI_RS_NATIVE_LIBRARY_PATH or `npm run build`).
+#           this checkout's package files copied as node_modules/leafid (its native
+#           module from NAPI_RS_NATIVE_LIBRARY_PATH or `npm run build`).
 #   sh      bash.
 # mypy --strict and tsc --strict check the same extracted blocks in the Python and Node
 # suites (tests/python/test_readme.py, tests/node/readme.test.js).
@@ -104,7 +104,15 @@ print(f"docs: {n} runnable blocks, {illustrative} illustrative (no title=) in {l
 PY
 
 as_root=0
-[ "$(id -u)" -eq 0 ] && as_root=1
+if [ "$(id -u)" -eq 0 ]; then
+    # A container without CAP_SYS_ADMIN has no mount namespaces: then the programs run
+    # as root, in the shared /tmp (said in the closing line).
+    if unshare --mount --propagation private true 2>/dev/null && command -v setpriv >/dev/null; then
+        as_root=1
+    else
+        echo "docs: no mount namespace or setpriv here: the programs run as root, in the shared /tmp"
+    fi
+fi
 
 # run DIR TMP CMD...: CMD in DIR, with TMP as /tmp; as nobody (HOME=DIR/../home) when root.
 run() {
@@ -165,11 +173,12 @@ for b in "$work"/blocks/*; do
 done
 has() { local b; for b in "${blocks[@]}"; do [ "$(cat "$b/lang")" = "$1" ] && return 0; done; return 1; }
 
-# Python: one venv, kept between runs (only leafid is reinstalled).
+# Python: a fresh venv in the work directory (which nobody can reach, wherever the
+# checkout is).
 if has python; then
     py=$(ls /usr/bin/python3.[0-9]* 2>/dev/null | grep -E '/python3\.[0-9]+$' | sort -V | tail -1)
-    venv=$CARGO_TARGET_DIR/docs-venv
-    [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+    venv=$work/venv
+    "$py" -m venv "$venv"
     pkg=${LEAFID_WHEEL:-$(ls "$dist"/leafid-*-manylinux*.whl 2>/dev/null | head -1)}
     "$venv/bin/pip" install -q --force-reinstall --no-deps "${pkg:-.}"
     echo "docs: python $("$venv/bin/python" -V 2>&1 | cut -d' ' -f2), leafid from ${pkg:-. (pip install .)}"
@@ -195,8 +204,20 @@ if has js; then
         if [ -z "${NAPI_RS_NATIVE_LIBRARY_PATH:-}" ] && ! ls bindings-node/*.node >/dev/null 2>&1; then
             npm install --no-audit --no-fund --loglevel=error && npm run build
         fi
-        mkdir -p "$proj/node_modules"
-        ln -s "$root" "$proj/node_modules/leafid"
+        # The package's files (as `files` in package.json lists them), copied: nobody may
+        # not reach the checkout. The native module beside them, or where the loader
+        # override points.
+        pkg=$proj/node_modules/leafid
+        mkdir -p "$pkg/bindings-node"
+        cp package.json "$pkg/"
+        cp bindings-node/index.js bindings-node/index.mjs bindings-node/index.d.ts \
+            bindings-node/index.d.mts bindings-node/binding.js "$pkg/bindings-node/"
+        if [ -n "${NAPI_RS_NATIVE_LIBRARY_PATH:-}" ]; then
+            cp "$NAPI_RS_NATIVE_LIBRARY_PATH" "$work/leafid.node"
+            export NAPI_RS_NATIVE_LIBRARY_PATH=$work/leafid.node
+        else
+            cp bindings-node/*.node "$pkg/bindings-node/"
+        fi
         echo "docs: node $(node -v), leafid from this checkout"
     fi
     chmod -R a+rX "$proj"
@@ -245,5 +266,7 @@ if has sh; then
     done
 fi
 
-echo "docs: $ran blocks ran twice$([ "$as_root" -eq 1 ] && echo ' as nobody with a private /tmp'), $failures failed"
+how=" as $(id -un)"
+[ "$as_root" -eq 1 ] && how=" as nobody with a private /tmp"
+echo "docs: $ran blocks ran twice$how, $failures failed"
 [ "$failures" -eq 0 ]

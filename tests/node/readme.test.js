@@ -39,6 +39,7 @@ test('the README has a runnable Node quick start', () => {
 test('every runnable js block type-checks under tsc --strict', () => {
   // Inside the package's directory: `import 'leafid'` resolves to the package itself
   // (self-reference through its "exports"), with the types a user gets.
+  fs.mkdirSync(path.join(root, 'target'), { recursive: true });
   const dir = fs.mkdtempSync(path.join(root, 'target', 'readme-check-'));
   try {
     const files = blocks('js').map(([origin, title, code], k) => {

@@ -103,12 +103,12 @@ for page in pages:
 print(f"docs: {n} runnable blocks, {illustrative} illustrative (no title=) in {len(pages)} pages")
 PY
 
-as_root=0
+as_nobody=0
 if [ "$(id -u)" -eq 0 ]; then
     # A container without CAP_SYS_ADMIN has no mount namespaces: then the programs run
     # as root, in the shared /tmp (said in the closing line).
     if unshare --mount --propagation private true 2>/dev/null && command -v setpriv >/dev/null; then
-        as_root=1
+        as_nobody=1
     else
         echo "docs: no mount namespace or setpriv here: the programs run as root, in the shared /tmp"
     fi
@@ -118,7 +118,7 @@ fi
 run() {
     local dir=$1 tmp=$2
     shift 2
-    if [ "$as_root" -eq 1 ]; then
+    if [ "$as_nobody" -eq 1 ]; then
         unshare --mount --propagation private -- /bin/sh -c \
             'mount --bind "$1" /tmp && cd "$2" && shift 2 && exec "$@"' sh "$tmp" "$dir" \
             setpriv --reuid=65534 --regid=65534 --clear-groups \
@@ -135,7 +135,7 @@ fresh() {
     mkdir -p "$base/run" "$base/home" "$base/tmp"
     chmod 1777 "$base/tmp"
     chmod 755 "$base"
-    if [ "$as_root" -eq 1 ]; then chown 65534:65534 "$base/run" "$base/home"; fi
+    if [ "$as_nobody" -eq 1 ]; then chown 65534:65534 "$base/run" "$base/home"; fi
 }
 
 failures=0
@@ -150,7 +150,7 @@ twice() {
     title=$(cat "$b/title")
     mkdir -p "$(dirname "$base/run/$title")"
     cp "$b/code" "$base/run/$title"
-    [ "$as_root" -eq 1 ] && chown -R 65534:65534 "$base/run"
+    if [ "$as_nobody" -eq 1 ]; then chown -R 65534:65534 "$base/run"; fi
     local k
     for k in 1 2; do
         if ! run "$base/run" "$base/tmp" "$@" >"$b/out.$k" 2>&1; then
@@ -267,6 +267,6 @@ if has sh; then
 fi
 
 how=" as $(id -un)"
-[ "$as_root" -eq 1 ] && how=" as nobody with a private /tmp"
+[ "$as_nobody" -eq 1 ] && how=" as nobody with a private /tmp"
 echo "docs: $ran blocks ran twice$how, $failures failed"
 [ "$failures" -eq 0 ]

@@ -244,7 +244,8 @@ if has rust; then
             # shellcheck disable=SC2086
             set -- ${line#cargo add }
             if [ "$1" = leafid ]; then shift; set -- --path "$root/core" "$@"; fi
-            (cd "$app" && cargo add -q "$@")
+            # Offline (the crates cargo has cached) when crates.io cannot be reached.
+            (cd "$app" && { cargo add -q "$@" 2>/dev/null || cargo add -q --offline "$@"; })
         done <"$b/deps"
         cp "$b/code" "$app/$(cat "$b/title")"
         if ! (cd "$app" && cargo build -q 2>"$b/build.err"); then

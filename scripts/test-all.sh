@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test of leafid on this machine: starts MariaDB and ZooKeeper on loopback
 # (installing them from Debian first when missing), then the Rust core's unit and
-# integration tests, loom model checks, the release artifacts (scripts/dist.sh), the Python package's
-# pytest suite and the Node package's node:test suite on those artifacts, and the
-# cross-language runs. Prints one closing line: "N passed, N failed".
+# integration tests, loom model checks, the release artifacts (scripts/dist.sh), the
+# code blocks of README.md and docs/ as pasted (scripts/test-docs.sh), the Python
+# package's pytest suite and the Node package's node:test suite on those artifacts, and
+# the cross-language runs. Prints one closing line: "N passed, N failed".
 #
 #   scripts/test-all.sh            # everything
 #   LEAFID_KEEP_SERVICES=1 ...     # leave the services running afterwards
@@ -97,6 +98,9 @@ if tgz=$(ls "$dist"/leafid-linux-x64-gnu-*.tgz 2>/dev/null); then
     tar -xzf "$tgz" -C "$CARGO_TARGET_DIR/dist-node"
     export NAPI_RS_NATIVE_LIBRARY_PATH=$CARGO_TARGET_DIR/dist-node/package/leafid.linux-x64-gnu.node
 fi
+# The code blocks of README.md and docs/ marked runnable, as pasted, twice, as nobody,
+# on those artifacts (Rust in a fresh edition-2024 `cargo new` project).
+stage docs bash scripts/test-docs.sh
 if [ -f pyproject.toml ]; then
     stage python bash scripts/test-python.sh
 fi

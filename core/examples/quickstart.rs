@@ -12,25 +12,24 @@ async fn main() -> leafid::Result<()> {
             .display()
             .to_string()
     });
-    let gen =
+    // `segments`, not `gen`: `gen` is a reserved keyword in edition-2024 code.
+    let segments =
         SegmentGenerator::connect(&format!("sqlite://{path}"), SegmentOptions::default()).await?;
-    match gen.create_tag("order", 1, 1000, "order ids").await {
-        Ok(()) | Err(leafid::Error::TagExists { .. }) => {}
-        Err(e) => return Err(e),
-    }
-    let order = gen.tag("order")?;
+    // A tag already in the file (the second run) is left as it is.
+    segments.ensure_tag("order", 1, 1000, "order ids").await?;
+    let order = segments.tag("order")?;
     let ids: Vec<i64> = (0..5)
         .map(|_| order.next_id())
         .collect::<leafid::Result<_>>()?;
     println!("store: sqlite://{path}");
     println!("order ids: {ids:?}");
-    println!("a batch:   {:?}", gen.next_ids("order", 3)?);
-    for s in gen.stats() {
+    println!("a batch:   {:?}", segments.next_ids("order", 3)?);
+    for s in segments.stats() {
         println!(
             "stats: tag={} step={} refills={} next_ready={}",
             s.tag, s.step, s.refills, s.next_ready
         );
     }
-    gen.close();
+    segments.close();
     Ok(())
 }

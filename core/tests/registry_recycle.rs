@@ -413,15 +413,25 @@ fn short_lived_holders_in_threads_never_share_an_id() {
             let (name, live, all) = (name.clone(), live.clone(), all.clone());
             let cache = cache.path().to_path_buf();
             std::thread::spawn(move || {
-                for _ in 0..8 {
+                let mut done = 0;
+                while done < 8 {
                     let g = gen_when_free(&name, small(), &cache);
                     let w = g.worker_id();
                     if let Some(other) = live.lock().unwrap().insert(w, t) {
                         panic!("worker {w} held by threads {other} and {t} at once");
                     }
-                    let ids = g.next_ids(500).unwrap();
+                    let ids = g.next_ids(500);
                     live.lock().unwrap().remove(&w);
                     g.close();
+                    // A 1 s session on a loaded machine can be lost mid-batch: the holder
+                    // stops (fence rule 5), the registry doing its job, not a shared id.
+                    let ids = match ids {
+                        Ok(ids) => ids,
+                        Err(leafid::Error::LeaseLost { .. })
+                        | Err(leafid::Error::RegistryUnavailable { .. }) => continue,
+                        Err(e) => panic!("thread {t}: {e}"),
+                    };
+                    done += 1;
                     let mut all = all.lock().unwrap();
                     for id in ids {
                         assert!(all.insert(id), "duplicate id {id}");

@@ -419,6 +419,50 @@ fn close_racing_issuers_reads_the_last_id_and_stops_all_later_calls() {
 }
 
 #[test]
+fn a_suspension_never_reopens_a_lost_lease_and_a_raise_lifts_it() {
+    // Fence rule 5: the registry's guard lowers the limit (out of touch) while the
+    // heartbeat raises it and the registry may lose the lease, in any order.
+    model(|| {
+        let m = Model::new(9, 20);
+        let guard = {
+            let m = m.clone();
+            thread::spawn(move || m.limit.lower(12))
+        };
+        let heartbeat = {
+            let m = m.clone();
+            thread::spawn(move || m.limit.raise(30))
+        };
+        let lose = {
+            let m = m.clone();
+            thread::spawn(move || m.limit.set(LOST_LIMIT))
+        };
+        guard.join().unwrap();
+        heartbeat.join().unwrap();
+        lose.join().unwrap();
+        assert_eq!(
+            m.limit.get(),
+            LOST_LIMIT,
+            "a suspension or raise reopened a lost lease"
+        );
+    });
+    model(|| {
+        let m = Model::new(9, 20);
+        let guard = {
+            let m = m.clone();
+            thread::spawn(move || m.limit.lower(12))
+        };
+        let raised = m.limit.raise(30);
+        guard.join().unwrap();
+        let now = m.limit.get();
+        // Whatever the order: a suspension is a pause, lifted by a later raise.
+        assert!(raised);
+        assert!(now == 12 || now == 30, "limit {now}");
+        assert!(m.limit.raise(40));
+        assert_eq!(m.limit.get(), 40);
+    });
+}
+
+#[test]
 fn a_lost_lease_stops_issuing_and_a_late_raise_does_not_reopen_it() {
     model(|| {
         let m = Model::new(9, 20);

@@ -374,7 +374,7 @@ fn parse_zk(url: &str, rest: &str) -> Result<ZkParts> {
         &["port", "ip", "session_timeout_ms", "connect_timeout_ms"],
     )?;
     // ZooKeeper servers accept 2..20 ticks by default; beyond these bounds no server would.
-    let session = ms_param(url, &pairs, "session_timeout_ms", 6000, 100, 600_000)?;
+    let session = ms_param(url, &pairs, "session_timeout_ms", 6000, 100, 7500)?;
     let connect_ms = ms_param(url, &pairs, "connect_timeout_ms", 3000, 100, 600_000)?;
     Ok((connect, name.to_string(), pairs, session, connect_ms))
 }
@@ -390,8 +390,9 @@ impl RegistryConfig {
     /// `user` (user and password percent-decoded) and puts `/snowflake/order/…` below
     /// `/apps/leaf` (the path's last segment is the name, the ones before it the chroot;
     /// the chroot node is created when missing, never its parents).
-    /// Both ZooKeeper forms also take `session_timeout_ms=` (100..=600000, default 6000
-    /// as Leaf's Curator; the server clamps it to its own min/max) and
+    /// Both ZooKeeper forms also take `session_timeout_ms=` (100..=7500, default 6000
+    /// as Leaf's Curator; the server clamps it to its own min/max; at most 7500 so that a
+    /// holder cut off from ZooKeeper stops before a newcomer's wait ends, fence rule 5) and
     /// `connect_timeout_ms=` (100..=600000, default 3000: how long start-up or a
     /// re-acquire waits for a session before failing with `RegistryUnavailable`).
     /// A bad URL is [`Error::InvalidUrl`] naming the forms that work.
@@ -735,6 +736,7 @@ mod tests {
         for bad in [
             "session_timeout_ms=0",
             "session_timeout_ms=x",
+            "session_timeout_ms=8000",
             "connect_timeout_ms=9999999",
         ] {
             let u = format!("zookeeper://127.0.0.1:2181/leaf?port=1&ip=1.2.3.4&{bad}");

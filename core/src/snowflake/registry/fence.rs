@@ -95,6 +95,34 @@ pub fn zookeeper_out_of_touch(session_timeout: Duration) -> Duration {
     session_timeout * 2 / 5
 }
 
+/// The longest ZooKeeper session timeout a holder may use. A holder cut off from
+/// ZooKeeper stops after [`zookeeper_out_of_touch`] of its own timeout, while a newcomer
+/// that finds no floor record waits [`TAKEOVER_WATCH`] (3.5 s) by its own: nothing in a
+/// wiped tree tells it the holder's timeout, so the holder's must be short enough for
+/// any newcomer (2/5 of 7.5 s is 3 s, a [`TAKEOVER_MARGIN`] below 3.5 s).
+pub const MAX_ZOOKEEPER_SESSION_TIMEOUT: Duration = Duration::from_millis(7500);
+
+/// Refuses a ZooKeeper session timeout above [`MAX_ZOOKEEPER_SESSION_TIMEOUT`], for
+/// registries built without the URL parser (which refuses it too).
+pub fn check_zookeeper_session_timeout(session_timeout: Duration) -> crate::error::Result<()> {
+    if session_timeout > MAX_ZOOKEEPER_SESSION_TIMEOUT {
+        return Err(Error::InvalidConfig(format!(
+            "ZooKeeper session timeout {session_timeout:?} is above {MAX_ZOOKEEPER_SESSION_TIMEOUT:?}: \
+             a holder cut off from ZooKeeper stops issuing only after 2/5 of it, which must end \
+             before a newcomer's 3.5 s wait (fence rule 5); use at most 7500 ms (Leaf uses 6000)"
+        )));
+    }
+    Ok(())
+}
+
+/// How long a newcomer watches a record whose last write is a leafid holder's release:
+/// [`TAKEOVER_WATCH_AFTER_RELEASE`], and at least the out-of-touch time of its own
+/// configuration plus [`TAKEOVER_MARGIN`] (rule 5): a record restored from a backup
+/// can show a release while the holder that came after it is cut off and still issuing.
+pub fn released_watch(out_of_touch: Duration) -> Duration {
+    TAKEOVER_WATCH_AFTER_RELEASE.max(out_of_touch + TAKEOVER_MARGIN)
+}
+
 /// Rule 5: how long a newcomer whose floor record is missing watches before its first
 /// id, given the out-of-touch time of its own configuration: a full foreign cycle, and
 /// long enough for any holder that cannot see the wipe to have stopped.
@@ -126,6 +154,19 @@ mod tests {
         let now = super::super::system_now_ms();
         assert!(foreign_timestamp(now + 5_000) <= super::super::system_now_ms());
         assert_eq!(foreign_timestamp(now - 10), now - 10);
+    }
+
+    #[test]
+    fn a_holders_zookeeper_stop_ends_before_any_newcomers_wait() {
+        // The longest session a holder may use stops it before a newcomer's wait ends.
+        let stop = zookeeper_out_of_touch(MAX_ZOOKEEPER_SESSION_TIMEOUT);
+        assert!(stop + TAKEOVER_MARGIN <= unfloored_watch(Duration::ZERO));
+        assert!(check_zookeeper_session_timeout(MAX_ZOOKEEPER_SESSION_TIMEOUT).is_ok());
+        let e = check_zookeeper_session_timeout(Duration::from_secs(20)).unwrap_err();
+        assert!(matches!(e, Error::InvalidConfig(_)), "{e}");
+        // A released record (maybe restored from a backup) still outlasts a cut-off holder.
+        assert!(released_watch(OUT_OF_TOUCH) >= OUT_OF_TOUCH + TAKEOVER_MARGIN);
+        assert!(released_watch(stop) >= stop + TAKEOVER_MARGIN);
     }
 
     #[test]

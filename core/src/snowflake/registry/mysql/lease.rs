@@ -147,7 +147,7 @@ impl MysqlRegistry {
         } else if inserted {
             None
         } else if prior.released && prior.last_ts.is_some() && prior.last_ts == seen {
-            Some(fence::TAKEOVER_WATCH_AFTER_RELEASE)
+            Some(fence::released_watch(fence::OUT_OF_TOUCH))
         } else {
             Some(fence::TAKEOVER_WATCH)
         };

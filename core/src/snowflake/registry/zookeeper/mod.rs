@@ -134,6 +134,7 @@ pub(crate) async fn connect(
     session_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<zk::Client> {
+    super::fence::check_zookeeper_session_timeout(session_timeout)?;
     zk::Client::connect(connect, session_timeout, connect_timeout)
         .await
         .map_err(|e| session_err(&crate::redact::url(connect), e))

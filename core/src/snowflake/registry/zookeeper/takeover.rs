@@ -88,7 +88,7 @@ impl ZookeeperRegistry {
         // re-acquire, as after a release.
         let released = released == Some(first.mzxid) || own_last == Some(first.mzxid);
         let watch_for = if released {
-            fence::TAKEOVER_WATCH_AFTER_RELEASE
+            fence::released_watch(fence::zookeeper_out_of_touch(client.session_timeout()))
         } else {
             // Until a recent write has aged past the window (a Java server that keeps
             // uploading), and at least one full upload cycle (a server started just

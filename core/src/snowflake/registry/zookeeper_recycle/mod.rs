@@ -225,6 +225,7 @@ impl ZookeeperRecycleRegistry {
 
     /// Opens a session, failing within the connect timeout when no server answers.
     async fn open_session(&self) -> Result<zk::Client> {
+        super::fence::check_zookeeper_session_timeout(self.session_timeout)?;
         zk::Client::connect(&self.connect, self.session_timeout, self.connect_timeout)
             .await
             .map_err(|e| match e {

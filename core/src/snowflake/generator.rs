@@ -740,9 +740,8 @@ async fn start_session(core: &Arc<Core>) -> Result<()> {
             );
             core.epoch.store(runtime::fork_epoch(), Ordering::Release);
             runtime::spawn(heartbeat(core.clone(), session));
-            // No floor (a fresh id) is i64::MIN inside; a log reader gets "none".
-            let floor_shown = (floor != i64::MIN).then_some(floor);
-            tracing::info!(worker_id = lease.worker_id, location = %lease.location, floor = ?floor_shown, "snowflake worker id held");
+            // No floor (a fresh id) is i64::MIN; `leafid serve` prints it as "none".
+            tracing::info!(worker_id = lease.worker_id, location = %lease.location, floor, "snowflake worker id held");
             Ok(())
         }
         Err(e) => {

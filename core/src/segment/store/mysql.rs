@@ -91,6 +91,16 @@ pub(crate) async fn probe(options: &MySqlConnectOptions) -> Probe {
     }
 }
 
+/// Whether a direct attempt's failure is the server refusing (nothing listens, the
+/// login or the database refused), which no retry within a caller's wait can change.
+fn is_refusal(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
+        sqlx::Error::Database(_) => true,
+        _ => false,
+    }
+}
+
 /// A shared probe's verdict, kept for [`DIAGNOSE_TIMEOUT`].
 enum Verdict {
     /// The server refused (connection, login, database): the error to report.
@@ -207,9 +217,15 @@ impl MysqlStore {
             }
         }
         let (verdict, kept) = match probe(&self.options).await {
-            Probe::Failed(e) => {
+            Probe::Failed(e) if is_refusal(&e) => {
                 let e = self.connect_error(e);
                 (Verdict::Refused(e.copy()), Verdict::Refused(e))
+            }
+            // A connection cut or reset (a proxy or failover switching over): not a
+            // refusal; the pool, still trying, may connect now. Its outcome stands.
+            Probe::Failed(e) => {
+                let e = self.connect_error(e);
+                (Verdict::Undecided(e.copy()), Verdict::Undecided(e))
             }
             other => {
                 let e = Error::store_with(other.to_string(), Probe::timed_out_cause());

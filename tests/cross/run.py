@@ -387,7 +387,7 @@ class Fault:
 
 
 def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fault], dict[str, int]]:
-    """One 28-second run with every fault injected in turn while all modes issue."""
+    """One 32-second run (4 s of start-ups, then every fault injected in turn) while all modes issue."""
     run = Run(tmp, "faults")
     tag = new_mysql_tag(f"cross-fault-{stamp}", 2000)
     modes = registries(f"cross_fault_{stamp}")
@@ -395,7 +395,10 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
     # Leaf's forever nodes on the three-node ensemble, of which one member is stopped.
     ensemble = [u.replace(env("LEAFID_ZK"), env("LEAFID_ZK_ENSEMBLE"))
                 for u in modes["zookeeper"]]
-    seconds = 28.0
+    # Start-ups first: a zookeeper:// or mysql:// worker with a new identity watches it
+    # 3.5 s before its first id (fence rule 3), so the faults start once they issue.
+    settle = 4.0
+    seconds = 28.0 + settle
     t0 = time.monotonic()
 
     def spawn_all(kind: str, i: int, lang: str) -> Worker:
@@ -428,13 +431,13 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
         "LEAFID_WORKER_RATE": "5000",
     }
     clock_url = f"local://{tmp}/clock-locks"
-    clock_worker = run.start("rust", ["snowflake", clock_url, "10"], faketime_env)
+    clock_worker = run.start("rust", ["snowflake", clock_url, str(10 + settle)], faketime_env)
     clock_worker.group = "clock"
 
     timeline: list[Fault] = []
 
     def at(t: float) -> None:
-        time.sleep(max(0.0, t0 + t - time.monotonic()))
+        time.sleep(max(0.0, t0 + settle + t - time.monotonic()))
 
     at(2)
     f = Fault("MariaDB stopped 3 s, restarted", time.monotonic(), 0)
@@ -571,7 +574,7 @@ def main() -> int:
             res, problems, timeline, totals = faults(tmp, stamp)
             ok = bool(res["ok"]) and not problems
             passed, failed = (passed + 1, failed) if ok else (passed, failed + 1)
-            report += [f"Faults, one 28 s run of {res['files']} processes ({5 * len(LANGS)} issuing "
+            report += [f"Faults, one 32 s run of {res['files']} processes ({5 * len(LANGS)} issuing "
                        f"from the start; {2 * len(LANGS)} killed and restarted; 2 under faketime): "
                        f"{res['ids']} ids, {res['duplicates']} duplicates, "
                        f"{res['out_of_order']} out of order: {'ok' if ok else 'FAILED'}", "",

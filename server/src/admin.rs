@@ -22,7 +22,8 @@ fn open_existing(url: &str) -> Result<Arc<dyn SegmentStore>, String> {
     if let Some(path) = sqlite_path(url) {
         if !std::path::Path::new(path).exists() {
             return Err(format!(
-                "no SQLite database at {path:?}; check the path, or create it with `leafid init --url {url}`"
+                "no SQLite database at {path:?}; check the path, or create it with `leafid init --url {}`",
+                leafid::redact::url(url)
             ));
         }
     }

@@ -45,13 +45,14 @@ impl HighWater {
     /// An admitted segment raises the mark to `max_id`. Called with the tag buffer's
     /// lock held; takes only this lock, briefly, with no I/O.
     pub(super) fn admit(&self, tag: &str, start: i64, max_id: i64, step: i64) -> Result<()> {
+        let key = row_key(tag);
         let mut marks = self.lock();
-        let high = marks.get(tag).copied().unwrap_or(0);
+        let high = marks.get(key.as_str()).copied().unwrap_or(0);
         if start < high.max(0) {
             return Err(below(tag, start, high.max(0), step));
         }
         let room = marks.len() < MAX_MARKS;
-        match marks.get_mut(tag) {
+        match marks.get_mut(key.as_str()) {
             Some(mark) => *mark = (*mark).max(max_id),
             None if !room => {
                 return Err(Error::InvalidConfig(format!(
@@ -61,7 +62,7 @@ impl HighWater {
                 )))
             }
             None => {
-                marks.insert(tag.into(), max_id);
+                marks.insert(key.into(), max_id);
             }
         }
         Ok(())
@@ -70,7 +71,7 @@ impl HighWater {
     /// The mark of `tag`, 0 before its first segment (for tests and stats).
     #[cfg(test)]
     pub(super) fn mark(&self, tag: &str) -> i64 {
-        self.lock().get(tag).copied().unwrap_or(0)
+        self.lock().get(row_key(tag).as_str()).copied().unwrap_or(0)
     }
 
     /// The lock, for the generator's fork guard (a fork while a refill holds it would
@@ -79,6 +80,14 @@ impl HighWater {
         // Nothing panics while holding it; recover the map if something did.
         self.marks.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The key of the row a tag names. MySQL's default collations compare `biz_tag`
+/// case-insensitively and ignore trailing spaces, so `order`, `ORDER` and `order ` are
+/// one row: one mark. Folding more than a store does only refuses more (a case-sensitive
+/// SQLite table with both `order` and `Order`), never reissues.
+fn row_key(tag: &str) -> String {
+    tag.trim_end_matches(' ').to_lowercase()
 }
 
 /// The refusal of a segment below the mark (the message the in-buffer guard gave).
@@ -102,6 +111,17 @@ fn below(tag: &str, start: i64, high: i64, step: i64) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_mark_for_every_spelling_mysql_takes_for_one_row() {
+        // Review: `Order` after `order` was a new key, so a lowered row was admitted.
+        let hw = HighWater::default();
+        hw.admit("order", 1, 1001, 1000).unwrap();
+        for spelling in ["Order", "ORDER", "order  "] {
+            let e = hw.admit(spelling, 1, 1001, 1000).unwrap_err();
+            assert!(matches!(e, Error::Malformed { .. }), "{spelling}: {e}");
+        }
+    }
 
     #[test]
     fn a_segment_below_the_mark_is_refused_and_the_mark_only_rises() {

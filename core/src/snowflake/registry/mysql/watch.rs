@@ -153,14 +153,21 @@ pub(super) async fn poll_held(p: Poll) {
             Ok(Ok(r)) => r,
             Ok(Err(e)) if table_gone(&e) => {
                 let cause = format!(
-                    "a table of this registry is gone (MySQL {}: {e}): restored from a dump or                      dropped, so another process may take worker {id} with no floor",
+                    "a table of this registry is gone (MySQL {}: {e}): restored from a dump or \
+                     dropped, so another process may take worker {id} with no floor",
                     p.shown_url
                 );
                 tracing::warn!(worker_id = p.worker_id, %cause, "worker-id lease lost; issuing stops");
                 p.limit.lose();
                 return;
             }
-            _ => continue,
+            // A failed or slow poll: rule 5's out-of-touch clock (above) decides; the
+            // reason is kept in the log rather than dropped.
+            Ok(Err(e)) => {
+                tracing::debug!(worker_id = p.worker_id, error = %e, "worker-id lease poll failed");
+                continue;
+            }
+            Err(_) => continue,
         };
         let cause = {
             let mut w = lock(&p.written);

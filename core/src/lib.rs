@@ -37,6 +37,8 @@
 pub mod base62;
 pub mod cipher;
 pub mod clock;
+// The backend layer both modes use (connections, probes, error numbers, clocks); internal.
+pub(crate) mod db;
 pub mod error;
 // Shared with leafid's server and bindings (argument bounds, password redaction), not
 // part of the library's API: hidden from the docs.

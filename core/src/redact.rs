@@ -257,11 +257,8 @@ mod tests {
             "redis://user:s3cret99@h",
             "zookeeper://user:s3cret99@/leaf?port=1",
         ] {
-            let errors = [
-                crate::RegistryConfig::parse(u).err(),
-                crate::segment::store::open(u).err(),
-            ];
-            for e in errors.into_iter().flatten() {
+            // The segment stores' `open` is checked beside it, in `segment::store`.
+            if let Err(e) = crate::RegistryConfig::parse(u) {
                 let shown = format!("{e} {e:?}");
                 assert!(!shown.contains("s3cret99"), "{u}: {shown}");
             }

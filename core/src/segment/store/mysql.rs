@@ -5,17 +5,17 @@
 //! Java Leaf server doing the same against the same row therefore never gets an
 //! overlapping range.
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::pool::PoolConnection;
-use sqlx::{ConnectOptions, Connection, MySql, Row};
+use sqlx::{Connection, MySql, Row};
 
 use super::{
     bad_row, db_error, redact, validate_start, validate_step, Allocation, SegmentStore, TagRow,
 };
+use crate::db::diagnosis::{Diagnosis, Target};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -28,97 +28,16 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leaf_alloc` (
   PRIMARY KEY (`biz_tag`)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4";
 
-/// How long the one direct connection attempt that explains a pool time-out may take.
-const DIAGNOSE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// How long a pool acquire may take before a direct attempt runs beside it to learn
-/// why. Well under a caller's default wait (1 s): a refused connection or login is
-/// known in a few ms, and the pool alone would retry a refusal until its acquire
-/// timeout and then say only "timed out". A healthy pool answers far sooner; a busy
-/// one makes at most one extra attempt per [`DIAGNOSE_TIMEOUT`] (shared verdict).
-const EARLY_PROBE_AFTER: Duration = Duration::from_millis(100);
-
-/// What one direct connection attempt says about a server the pool could not reach.
-/// The pool retries a refused connection until its acquire timeout and then reports
-/// only "pool timed out"; this recovers why. Shared with the MySQL worker registry.
-pub(crate) enum Probe {
-    /// The server answers now: the pool was busy, or the server just came back.
-    Answers(String),
-    /// The attempt failed, with the driver's reason (refused, access denied, …).
-    Failed(sqlx::Error),
-    /// No answer within [`DIAGNOSE_TIMEOUT`].
-    Silent(String),
-}
-
-impl std::fmt::Display for Probe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Probe::Answers(at) => write!(
-                f,
-                "no free connection to MySQL at {at} in time (all pooled connections busy, \
-                 or the server was just unreachable)"
-            ),
-            Probe::Failed(e) => write!(f, "{e}"),
-            Probe::Silent(at) => write!(
-                f,
-                "cannot connect to MySQL at {at}: no answer within {DIAGNOSE_TIMEOUT:?} \
-                 (host down, or a firewall dropping packets?)"
-            ),
-        }
-    }
-}
-
-impl Probe {
-    /// The cause of a pool time-out this probe explains, when the probe itself did not
-    /// fail with a driver error: the pool's `PoolTimedOut`, kind `TimedOut` (the
-    /// server was silent, or every connection stayed busy).
-    pub(crate) fn timed_out_cause() -> crate::error::Cause {
-        crate::error::Cause::sqlx(sqlx::Error::PoolTimedOut)
-    }
-}
-
-/// One direct connection attempt to the server `options` name, bounded by
-/// [`DIAGNOSE_TIMEOUT`].
-pub(crate) async fn probe(options: &MySqlConnectOptions) -> Probe {
-    let at = format!("{}:{}", options.get_host(), options.get_port());
-    match tokio::time::timeout(DIAGNOSE_TIMEOUT, options.connect()).await {
-        Ok(Ok(conn)) => {
-            drop(conn.close().await);
-            Probe::Answers(at)
-        }
-        Ok(Err(e)) => Probe::Failed(e),
-        Err(_) => Probe::Silent(at),
-    }
-}
-
-/// Whether a direct attempt's failure is the server refusing (nothing listens, the
-/// login or the database refused), which no retry within a caller's wait can change.
-fn is_refusal(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
-        sqlx::Error::Database(_) => true,
-        _ => false,
-    }
-}
-
-/// A shared probe's verdict, kept for [`DIAGNOSE_TIMEOUT`].
-enum Verdict {
-    /// The server refused (connection, login, database): the error to report.
-    Refused(Error),
-    /// The server answers, or is silent: the pool's own outcome decides; this is the
-    /// error to give if the pool then times out.
-    Undecided(Error),
-}
-
 /// A `leaf_alloc` table in MySQL or MariaDB.
 pub struct MysqlStore {
     url: String,
     options: MySqlConnectOptions,
+    /// "MySQL at host:port", for messages.
+    at: String,
     pool: std::sync::OnceLock<MySqlPool>,
-    /// The last diagnosis of a pool time-out and when it was made: one probe at a time,
-    /// its answer shared for [`DIAGNOSE_TIMEOUT`], so a burst of failing callers opens
-    /// one extra connection to the server, not one each.
-    diagnosis: tokio::sync::Mutex<Option<(std::time::Instant, Verdict)>>,
+    /// Why the pool could not connect: one probe at a time, its answer shared, so a
+    /// burst of failing callers opens one extra connection to the server, not one each.
+    diagnosis: Diagnosis,
 }
 
 /// By hand: the URL and connect options carry the password.
@@ -133,107 +52,37 @@ impl std::fmt::Debug for MysqlStore {
 impl MysqlStore {
     /// Parses the URL; connects on first use.
     pub fn new(url: &str) -> Result<MysqlStore> {
-        let normalized = url.replacen("mariadb://", "mysql://", 1);
-        if crate::redact::ambiguous_user_info(url) {
-            return Err(Error::invalid_url(
-                url,
-                "the user or password holds a '/', which ends the host part of a URL: \
-                 percent-encode it as %2F",
-            ));
-        }
-        let options = MySqlConnectOptions::from_str(&normalized).map_err(|e| {
-            Error::invalid_url(
-                url,
-                format!("{e}; expected mysql://user:password@host:port/database"),
-            )
-        })?;
+        let options =
+            crate::db::mysql::connect_options(url, "mysql://user:password@host:port/database")?;
         Ok(MysqlStore {
             url: url.to_string(),
+            at: crate::db::mysql::address(&options),
             options,
             pool: std::sync::OnceLock::new(),
-            diagnosis: tokio::sync::Mutex::new(None),
+            diagnosis: Diagnosis::new(),
         })
     }
 
     fn pool(&self) -> &MySqlPool {
         // Lazy so that building the store does no I/O and needs no runtime context; the
-        // first caller runs on the background runtime.
+        // first caller runs on the background runtime. A down database must fail a
+        // refill quickly so callers see the cause within their wait timeout instead of
+        // hanging.
         self.pool.get_or_init(|| {
-            MySqlPoolOptions::new()
-                .max_connections(4)
-                // A down database must fail a refill quickly so callers see the cause
-                // within their wait timeout instead of hanging.
-                .acquire_timeout(Duration::from_millis(1500))
-                .connect_lazy_with(self.options.clone())
+            crate::db::mysql::lazy_pool(&self.options, 4, Duration::from_millis(1500))
         })
     }
 
-    /// A connection from the pool. The pool retries a refused connection until its
-    /// acquire timeout and then reports only "pool timed out", losing why; so when the
-    /// acquire takes longer than [`EARLY_PROBE_AFTER`], one direct attempt runs beside
-    /// it, and a refusal it meets (connection refused, access denied, unknown database)
-    /// is returned at once, within a caller's wait, instead of after the pool's
-    /// timeout. Silent or answering: the pool's outcome stands.
+    /// A connection from the pool, a refusal (connection refused, access denied,
+    /// unknown database) reported within a caller's wait rather than after the pool's
+    /// timeout (see [`crate::db::diagnosis`]).
     async fn conn(&self) -> Result<PoolConnection<MySql>> {
-        let acquire = self.pool().acquire();
-        tokio::pin!(acquire);
-        tokio::select! {
-            r = &mut acquire => return self.acquired(r).await,
-            _ = tokio::time::sleep(EARLY_PROBE_AFTER) => {}
-        }
-        tokio::select! {
-            r = &mut acquire => self.acquired(r).await,
-            verdict = self.diagnose() => match verdict {
-                Verdict::Refused(e) => Err(e),
-                Verdict::Undecided(_) => self.acquired(acquire.await).await,
-            },
-        }
-    }
-
-    /// The pool's answer as the user sees it (a time-out explained by a probe).
-    async fn acquired(
-        &self,
-        r: std::result::Result<PoolConnection<MySql>, sqlx::Error>,
-    ) -> Result<PoolConnection<MySql>> {
-        match r {
-            Ok(conn) => Ok(conn),
-            Err(sqlx::Error::PoolTimedOut) => Err(match self.diagnose().await {
-                Verdict::Refused(e) | Verdict::Undecided(e) => e,
-            }),
-            Err(e) => Err(self.connect_error(e)),
-        }
-    }
-
-    /// Why no connection could be had, from one direct connection attempt; one at a
-    /// time, its verdict shared for [`DIAGNOSE_TIMEOUT`].
-    async fn diagnose(&self) -> Verdict {
-        let mut last = self.diagnosis.lock().await;
-        if let Some((at, verdict)) = &*last {
-            if at.elapsed() < DIAGNOSE_TIMEOUT {
-                return match verdict {
-                    Verdict::Refused(e) => Verdict::Refused(e.copy()),
-                    Verdict::Undecided(e) => Verdict::Undecided(e.copy()),
-                };
-            }
-        }
-        let (verdict, kept) = match probe(&self.options).await {
-            Probe::Failed(e) if is_refusal(&e) => {
-                let e = self.connect_error(e);
-                (Verdict::Refused(e.copy()), Verdict::Refused(e))
-            }
-            // A connection cut or reset (a proxy or failover switching over): not a
-            // refusal; the pool, still trying, may connect now. Its outcome stands.
-            Probe::Failed(e) => {
-                let e = self.connect_error(e);
-                (Verdict::Undecided(e.copy()), Verdict::Undecided(e))
-            }
-            other => {
-                let e = Error::store_with(other.to_string(), Probe::timed_out_cause());
-                (Verdict::Undecided(e.copy()), Verdict::Undecided(e))
-            }
+        let target = Target {
+            options: &self.options,
+            at: &self.at,
+            connect_error: |e| self.connect_error(e),
         };
-        *last = Some((std::time::Instant::now(), kept));
-        verdict
+        self.diagnosis.acquire(self.pool(), target).await
     }
 
     /// A failed connection attempt as the user sees it: a refused login or unknown
@@ -242,11 +91,7 @@ impl MysqlStore {
     fn connect_error(&self, e: sqlx::Error) -> Error {
         match e {
             sqlx::Error::Io(io) => {
-                let text = format!(
-                    "cannot connect to MySQL at {}:{}: {io}",
-                    self.options.get_host(),
-                    self.options.get_port()
-                );
+                let text = format!("cannot connect to {}: {io}", self.at);
                 Error::store_with(text, crate::error::Cause::sqlx(sqlx::Error::Io(io)))
             }
             other => db_error(other),
@@ -439,8 +284,6 @@ mod tests {
             !text.contains("4711") && !debug.contains("4711"),
             "{text} {debug}"
         );
-        let e = crate::snowflake::registry::mysql::MysqlRegistry::new(url, "h", "1").unwrap_err();
-        assert!(!e.to_string().contains("4711"), "{e}");
         assert!(MysqlStore::new("mysql://app:4711%2FKq@127.0.0.1:3306/leafid").is_ok());
     }
 }

@@ -5,29 +5,18 @@
 //! receive overlapping ranges. WAL mode and a busy timeout let them queue instead of
 //! failing.
 //!
-//! # Fork
-//!
-//! SQLite keeps process-global state (its mutexes, the table of open files and their
-//! POSIX locks), and sqlx runs each connection on a thread of its own. A `fork()` while
-//! such a thread is inside SQLite would copy a mutex locked by a thread the child does
-//! not have, and the child's first statement would wait forever. So every statement
-//! runs inside a `quiet::Pass`, and a `pthread_atfork` handler waits, before the
-//! fork, until no statement is running (new ones wait meanwhile). A statement counts
-//! as finished only once its connection's thread answered a ping, that is, went back
-//! to waiting for commands, with the statement reset. The store keeps one connection
-//! and never closes it in the background, so no SQLite call happens outside a pass. A
-//! forked child opens its own connection ([`SegmentStore::reopen`]) and never touches
-//! the parent's.
+//! The connection, its busy retries and its fork safety are the backend layer's
+//! (`crate::db::sqlite`, internal); this file is the table and its statements.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode};
-use sqlx::{ConnectOptions, Connection, Row};
+use sqlx::sqlite::SqliteConnection;
+use sqlx::Row;
 
 use super::{bad_row, db_error, validate_start, validate_step, Allocation, SegmentStore, TagRow};
+use crate::db::sqlite::SqliteFile;
 use crate::error::{Error, Result};
-use crate::runtime::{self, BoxFuture};
+use crate::runtime::BoxFuture;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS leaf_alloc (
   biz_tag TEXT NOT NULL DEFAULT '' PRIMARY KEY,
@@ -46,19 +35,10 @@ macro_rules! text_tag {
     };
 }
 
-/// How long SQLite waits for another process's write lock, and how long `SQLITE_BUSY`
-/// answers that the busy timeout does not cover are retried.
-const BUSY_WAIT: Duration = Duration::from_secs(10);
-
 /// A `leaf_alloc` table in a SQLite file.
 #[derive(Debug)]
 pub struct SqliteStore {
-    path: String,
-    /// The fork epoch this store was opened under.
-    epoch: u64,
-    /// The one connection, opened on first use. Statements of one process are
-    /// serialised by SQLite's write lock anyway.
-    conn: tokio::sync::Mutex<Option<SqliteConnection>>,
+    file: SqliteFile,
 }
 
 impl SqliteStore {
@@ -80,22 +60,20 @@ impl SqliteStore {
     }
 
     fn at(path: String) -> SqliteStore {
-        // Before any statement: a fork racing with the first one is covered too.
-        quiet::install();
         SqliteStore {
-            path,
-            epoch: runtime::fork_epoch(),
-            conn: tokio::sync::Mutex::new(None),
+            file: SqliteFile::new(path),
         }
     }
 
-    fn options(&self) -> SqliteConnectOptions {
-        SqliteConnectOptions::new()
-            .filename(&self.path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            // Other processes hold the write lock only for one statement; wait for it.
-            .busy_timeout(BUSY_WAIT)
+    /// Runs `op` on the file's connection (see [`SqliteFile::run`]), a failed statement
+    /// mapped to what it means for `leaf_alloc`.
+    async fn run<T, F>(&self, op: F) -> Result<T>
+    where
+        F: for<'c> Fn(
+            &'c mut SqliteConnection,
+        ) -> BoxFuture<'c, std::result::Result<T, sqlx::Error>>,
+    {
+        self.file.run(op).await?.map_err(db_error)
     }
 
     /// Logs the rows `text_tag!` leaves out of a listing, once per listing, so the
@@ -120,127 +98,11 @@ impl SqliteStore {
             tracing::warn!(
                 rows = count,
                 types = types.as_deref().unwrap_or(""),
-                path = %self.path,
+                path = %self.file.path(),
                 "leaf_alloc rows whose biz_tag is not text are skipped; fix or delete them"
             );
         }
         Ok(())
-    }
-
-    /// Refuses a database on a network filesystem: SQLite's own locking is unreliable
-    /// over NFS and its kin (SQLite's documentation says so), and two processes could
-    /// then receive overlapping segments. The directory is checked (the file may not
-    /// exist yet).
-    fn refuse_network_fs(&self) -> Result<()> {
-        // The file itself when it exists, resolved: a symlink to a file on NFS would
-        // pass a check of the link's own directory.
-        let resolved = std::fs::canonicalize(&self.path).ok();
-        if let Some(real) = &resolved {
-            if let Ok(Some(kind)) = crate::snowflake::registry::host_lock::network_fs(real) {
-                return Err(network_fs_refusal(&self.path, kind));
-            }
-        }
-        let file = std::path::Path::new(&self.path);
-        let dir = match file.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => std::path::Path::new("."),
-        };
-        match crate::snowflake::registry::host_lock::network_fs(dir) {
-            // A directory that does not exist yet: the open reports it.
-            Err(_) | Ok(None) => Ok(()),
-            Ok(Some(kind)) => Err(network_fs_refusal(&self.path, kind)),
-        }
-    }
-
-    /// Runs `op` on the connection inside a fork pass, opening the connection first if
-    /// needed, and again while SQLite reports the file busy. The busy timeout covers
-    /// most waits, but SQLite returns `SQLITE_BUSY` at once in a few cases (two
-    /// processes opening a new file and switching it to WAL together, a read
-    /// transaction that must become a write one); those are retried here for up to
-    /// the same 10 s. The pass is let go between tries, so a fork waits for one
-    /// statement at most.
-    async fn run<T, F>(&self, op: F) -> Result<T>
-    where
-        F: for<'c> Fn(
-            &'c mut SqliteConnection,
-        ) -> BoxFuture<'c, std::result::Result<T, sqlx::Error>>,
-    {
-        let deadline = Instant::now() + BUSY_WAIT;
-        let mut pause = Duration::from_millis(2);
-        let mut slot = self.conn.lock().await;
-        loop {
-            let outcome = {
-                let _pass = quiet::enter().await?;
-                if slot.is_none() {
-                    self.refuse_network_fs()?;
-                    let conn = self.options().connect().await.map_err(|e| {
-                        Error::store(format!("cannot open SQLite database {:?}: {e}", self.path))
-                    })?;
-                    *slot = Some(conn);
-                }
-                let conn = slot.as_mut().expect("opened above");
-                let outcome = op(&mut *conn).await;
-                // The answer to a ping comes once the connection's thread took the next
-                // command, so the statement is reset and SQLite idle: only then may a
-                // fork happen.
-                match conn.ping().await {
-                    Ok(()) => outcome,
-                    Err(e) => {
-                        // The connection's thread is gone; open a new one next time.
-                        if let Some(conn) = slot.take() {
-                            drop(conn.close_hard().await);
-                        }
-                        outcome.and(Err(e))
-                    }
-                }
-            };
-            match outcome {
-                Err(sqlx::Error::Database(db))
-                    // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with any extended code bits.
-                    if db
-                        .code()
-                        .and_then(|c| c.parse::<i32>().ok())
-                        .is_some_and(|c| matches!(c & 0xff, 5 | 6))
-                        && Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(100));
-                }
-                other => return other.map_err(db_error),
-            }
-        }
-    }
-}
-
-/// The error for a SQLite database on a network filesystem of kind `kind`.
-fn network_fs_refusal(path: &str, kind: &str) -> Error {
-    Error::InvalidConfig(format!(
-        "SQLite database {path:?} is on a network filesystem ({kind}): SQLite's file locking \
-         is unreliable there, so two processes could receive the same segment; put the file \
-         on a local disk, or use mysql:// for processes on several hosts"
-    ))
-}
-
-impl Drop for SqliteStore {
-    fn drop(&mut self) {
-        let Some(conn) = self.conn.get_mut().take() else {
-            return;
-        };
-        if self.epoch != runtime::fork_epoch() {
-            // The parent's connection: its thread is not in this process.
-            std::mem::forget(conn);
-            return;
-        }
-        // Closing runs SQLite on the connection's thread: inside a pass, like any
-        // statement, so that a fork cannot catch it halfway.
-        let close = async move {
-            if quiet::enter().await.is_ok() {
-                drop(conn.close().await);
-            }
-        };
-        drop(std::panic::catch_unwind(std::panic::AssertUnwindSafe(
-            || drop(runtime::spawn(close)),
-        )));
     }
 }
 
@@ -356,7 +218,7 @@ impl SegmentStore for SqliteStore {
                 .filter_map(|r| match r.try_get::<String, _>(0) {
                     Ok(tag) => Some(tag),
                     Err(e) => {
-                        tracing::warn!(error = %e, path = %self.path, "a leaf_alloc row's biz_tag is unreadable; skipped");
+                        tracing::warn!(error = %e, path = %self.file.path(), "a leaf_alloc row's biz_tag is unreadable; skipped");
                         None
                     }
                 })
@@ -412,7 +274,7 @@ impl SegmentStore for SqliteStore {
                         })
                     })();
                     row.map_err(|e| {
-                        tracing::warn!(error = %e, path = %self.path, "a leaf_alloc row is unreadable; skipped");
+                        tracing::warn!(error = %e, path = %self.file.path(), "a leaf_alloc row is unreadable; skipped");
                     })
                     .ok()
                 })
@@ -471,141 +333,7 @@ impl SegmentStore for SqliteStore {
     }
 
     fn reopen(&self) -> Result<Arc<dyn SegmentStore>> {
-        quiet::check_child()?;
-        Ok(Arc::new(SqliteStore::at(self.path.clone())))
-    }
-}
-
-/// Keeps `fork()` out of SQLite: statements hold a pass, and the fork waits until none
-/// is held (see the module docs).
-mod quiet {
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::Once;
-    use std::time::{Duration, Instant};
-
-    use crate::error::{Error, Result};
-
-    /// Statements running now.
-    static RUNNING: AtomicUsize = AtomicUsize::new(0);
-    /// A fork is being prepared: no statement may start.
-    static FORKING: AtomicBool = AtomicBool::new(false);
-    /// The last fork did not wait for every statement (see `before_fork`).
-    static UNCLEAN: AtomicBool = AtomicBool::new(false);
-    static INSTALLED: Once = Once::new();
-
-    /// How long a fork waits for running statements. Longer than one statement can
-    /// take (the busy timeout); past it the fork goes ahead and the child refuses to
-    /// use SQLite rather than risk a lock held by a thread it does not have.
-    const FORK_WAIT: Duration = Duration::from_secs(30);
-
-    /// Held while a statement runs.
-    pub(super) struct Pass(());
-
-    impl Drop for Pass {
-        fn drop(&mut self) {
-            // SeqCst: see `enter`.
-            RUNNING.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-
-    /// Waits (asynchronously) while a fork is being prepared, then counts a statement in.
-    pub(super) async fn enter() -> Result<Pass> {
-        check_child()?;
-        install();
-        loop {
-            // SeqCst on both flags, here and in `before_fork` (Dekker): either the fork
-            // sees this statement counted, or this statement sees the fork coming.
-            if !FORKING.load(Ordering::SeqCst) {
-                RUNNING.fetch_add(1, Ordering::SeqCst);
-                if !FORKING.load(Ordering::SeqCst) {
-                    return Ok(Pass(()));
-                }
-                RUNNING.fetch_sub(1, Ordering::SeqCst);
-            }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-    }
-
-    /// In a child forked while a statement was still running: refuse SQLite.
-    pub(super) fn check_child() -> Result<()> {
-        // Relaxed: written by the child's only thread in `after_fork_in_child`.
-        if UNCLEAN.load(Ordering::Relaxed) {
-            return Err(Error::InvalidConfig(format!(
-                "this process was forked while a SQLite statement of its parent ran for more than {FORK_WAIT:?}; SQLite cannot be used in it safely. Fork before using leafid, or open the generator after the fork"
-            )));
-        }
-        Ok(())
-    }
-
-    pub(super) fn install() {
-        INSTALLED.call_once(|| {
-            // The runtime's handler first, so this one is registered after it: prepare
-            // handlers run in reverse order, so the fork waits for statements before
-            // it takes the generators' locks (a statement may need a runtime thread
-            // that would otherwise block on one of them).
-            crate::runtime::watch_forks();
-            // SAFETY: plain extern "C" fns touching only the atomics above.
-            unsafe {
-                libc::pthread_atfork(
-                    Some(before_fork),
-                    Some(after_fork_in_parent),
-                    Some(after_fork_in_child),
-                );
-            }
-        });
-    }
-
-    extern "C" fn before_fork() {
-        FORKING.store(true, Ordering::SeqCst);
-        let give_up = Instant::now() + FORK_WAIT;
-        while RUNNING.load(Ordering::SeqCst) != 0 {
-            if Instant::now() >= give_up {
-                UNCLEAN.store(true, Ordering::SeqCst);
-                return;
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        UNCLEAN.store(false, Ordering::SeqCst);
-    }
-
-    extern "C" fn after_fork_in_parent() {
-        UNCLEAN.store(false, Ordering::SeqCst);
-        FORKING.store(false, Ordering::SeqCst);
-    }
-
-    extern "C" fn after_fork_in_child() {
-        // The parent's statements did not come along.
-        RUNNING.store(0, Ordering::SeqCst);
-        FORKING.store(false, Ordering::SeqCst);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Issue 20: `local:` refused network filesystems, the SQLite store did not,
-    /// although SQLite's locking is no more reliable there.
-    #[test]
-    fn a_database_on_a_network_filesystem_is_refused_with_the_reason() {
-        let e = network_fs_refusal("/mnt/nfs/ids.db", "NFS");
-        let Error::InvalidConfig(msg) = e else {
-            panic!("{e:?}")
-        };
-        assert!(
-            msg.contains("/mnt/nfs/ids.db") && msg.contains("NFS"),
-            "{msg}"
-        );
-        assert!(msg.contains("locking is unreliable"), "{msg}");
-        // A local directory (and a relative path, checked in the working directory)
-        // passes, and so does one that does not exist yet (the open reports it).
-        let dir = tempfile::tempdir().unwrap();
-        for path in [
-            format!("{}/ids.db", dir.path().display()),
-            "ids.db".to_string(),
-            format!("{}/missing/ids.db", dir.path().display()),
-        ] {
-            SqliteStore::at(path).refuse_network_fs().unwrap();
-        }
+        crate::db::sqlite_fork::check_child()?;
+        Ok(Arc::new(SqliteStore::at(self.file.path().to_string())))
     }
 }

@@ -53,15 +53,14 @@
 //! While the database is down the generator issues only up to the last bound written
 //! here, never on its cache file alone ([`WorkerRegistry::survives_outage`] is false).
 
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySql, MySqlConnectOptions, MySqlPool};
 use sqlx::pool::PoolConnection;
-use sqlx::Row;
 
 use super::{fence, system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
+use crate::db::probe::{probe, Probe};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -130,24 +129,13 @@ impl MysqlRegistry {
     /// A registry for identity `ip:port` in the database at `url`
     /// (`mysql://user:pass@host:port/db`, without leafid's `ip` / `port` parameters).
     pub fn new(url: &str, ip: impl Into<String>, port: impl Into<String>) -> Result<MysqlRegistry> {
-        let normalized = url.replacen("mariadb://", "mysql://", 1);
-        if crate::redact::ambiguous_user_info(url) {
-            return Err(Error::invalid_url(
-                url,
-                "the user or password holds a '/', which ends the host part of a URL: \
-                 percent-encode it as %2F",
-            ));
-        }
-        let options = MySqlConnectOptions::from_str(&normalized)
-            // Leases and clock readings are compared by the database's clock: UTC always,
-            // whatever the URL or the server says, so DST never moves them.
-            .map(|o| o.timezone(Some("+00:00".to_string())))
-            .map_err(|e| {
-                Error::invalid_url(
-                    url,
-                    format!("{e}; expected mysql://user:password@host:port/database?port=P"),
-                )
-            })?;
+        // Leases and clock readings are compared by the database's clock: UTC always,
+        // whatever the URL or the server says, so DST never moves them.
+        let options = crate::db::mysql::connect_options(
+            url,
+            "mysql://user:password@host:port/database?port=P",
+        )?
+        .timezone(Some("+00:00".to_string()));
         Ok(MysqlRegistry {
             shown_url: crate::redact::url(url),
             options,
@@ -167,12 +155,8 @@ impl MysqlRegistry {
     pub(super) fn pool(&self) -> &MySqlPool {
         // Lazy: no I/O and no runtime needed until the first statement, which runs on
         // the background runtime.
-        self.pool.get_or_init(|| {
-            MySqlPoolOptions::new()
-                .max_connections(2)
-                .acquire_timeout(ACQUIRE_TIMEOUT)
-                .connect_lazy_with(self.options.clone())
-        })
+        self.pool
+            .get_or_init(|| crate::db::mysql::lazy_pool(&self.options, 2, ACQUIRE_TIMEOUT))
     }
 
     /// A connection from the pool (waiting at most [`ACQUIRE_TIMEOUT`]). When the pool
@@ -182,8 +166,8 @@ impl MysqlRegistry {
         match self.pool().acquire().await {
             Ok(conn) => Ok(conn),
             Err(sqlx::Error::PoolTimedOut) => {
-                use crate::segment::store::mysql::{probe, Probe};
-                Err(match probe(&self.options).await {
+                let at = crate::db::mysql::address(&self.options);
+                Err(match probe(&self.options, at).await {
                     Probe::Failed(e) => self.db_err("connect", e),
                     other => Error::registry_with(
                         format!("MySQL {}: connect: {other}", self.shown_url),
@@ -234,12 +218,8 @@ impl MysqlRegistry {
         E: sqlx::MySqlExecutor<'c>,
     {
         let before = system_now_ms();
-        let row = sqlx::query("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms")
-            .fetch_one(conn)
+        let now = crate::db::mysql::now_ms(conn)
             .await
-            .map_err(|e| self.db_err("read NOW(3)", e))?;
-        let now: i64 = row
-            .try_get("now_ms")
             .map_err(|e| self.db_err("read NOW(3)", e))?;
         Ok(ClockReading {
             registry_ms: now,
@@ -414,5 +394,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!err.contains("s3cr3t"), "{err}");
+    }
+
+    #[test]
+    fn a_password_with_a_slash_is_refused_without_showing_it() {
+        // A parser reads host `app`, port `4711`; a message would name them.
+        let url = "mysql://app:4711/Kq@127.0.0.1:3306/leafid";
+        let e = MysqlRegistry::new(url, "h", "1").unwrap_err();
+        assert!(matches!(e, Error::InvalidUrl { .. }), "{e}");
+        assert!(!e.to_string().contains("4711"), "{e}");
     }
 }

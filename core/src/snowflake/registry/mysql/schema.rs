@@ -12,6 +12,7 @@
 use sqlx::mysql::MySqlConnection;
 
 use super::MysqlRegistry;
+use crate::db::mysql::{error_number, ER_DUP_FIELDNAME};
 use crate::error::Result;
 
 /// The fork's DDL (`scripts/leaf_workerid_alloc.sql`), created when missing.
@@ -50,9 +51,6 @@ const CREATE_LEASE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leafid_worker_leas
 /// The columns added to a `leafid_worker_lease` created before issue 20.
 const ADDED_COLUMNS: [&str; 2] = ["bound_ms", "last_ts"];
 
-/// MySQL's and MariaDB's "Duplicate column name": a concurrent start added it first.
-const ER_DUP_FIELDNAME: u16 = 1060;
-
 impl MysqlRegistry {
     /// Creates both tables when missing and adds the new columns to an older lease
     /// table. Portable: `ADD COLUMN IF NOT EXISTS` is MariaDB only, so the columns are
@@ -86,10 +84,8 @@ impl MysqlRegistry {
                 .await
             {
                 Ok(_) => tracing::info!(column, "added a column to leafid_worker_lease"),
-                Err(sqlx::Error::Database(db))
-                    if db
-                        .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                        .is_some_and(|e| e.number() == ER_DUP_FIELDNAME) => {}
+                // "Duplicate column name": a concurrent start added it first.
+                Err(e) if error_number(&e) == Some(ER_DUP_FIELDNAME) => {}
                 Err(e) => return Err(self.db_err("add a column to leafid_worker_lease", e)),
             }
         }

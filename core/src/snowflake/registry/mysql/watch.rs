@@ -70,12 +70,7 @@ impl Written {
 /// dump, a migration). For a holder that is its own record missing: rule 2, a lost
 /// lease, never "unavailable" and never ignored.
 pub(super) fn table_gone(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Database(db) => db
-            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-            .is_some_and(|m| m.number() == 1146),
-        _ => false,
-    }
+    crate::db::mysql::error_number(e) == Some(crate::db::mysql::ER_NO_SUCH_TABLE)
 }
 
 /// Locks `w`; a poisoned lock still holds valid values (plain data, no invariant spans

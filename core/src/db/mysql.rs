@@ -1,0 +1,91 @@
+//! MySQL and MariaDB as both modes reach them: the URL read into connect options, the
+//! lazily connected pool, the server's error numbers, and the server's clock.
+//!
+//! The segment store (`leaf_alloc`) and the worker registry (`leaf_workerid_alloc`)
+//! each own their statements and messages; what a connection is, and what an error
+//! number means, is the same for both and lives here.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::Row;
+
+use crate::error::{Error, Result};
+
+/// `ER_ACCESS_DENIED_ERROR`: wrong user or password.
+pub(crate) const ER_ACCESS_DENIED: u16 = 1045;
+
+/// `ER_DBACCESS_DENIED_ERROR`: the user may not use the database.
+pub(crate) const ER_DBACCESS_DENIED: u16 = 1044;
+
+/// `ER_ACCESS_DENIED_NO_PASSWORD_ERROR`: a password-less login refused.
+pub(crate) const ER_ACCESS_DENIED_NO_PASSWORD: u16 = 1698;
+
+/// `ER_BAD_DB_ERROR`: the URL names a database that does not exist.
+pub(crate) const ER_BAD_DB: u16 = 1049;
+
+/// `ER_TRUNCATED_WRONG_VALUE_FOR_FIELD`: a value the column's character set cannot hold
+/// (a tag in a latin1 table).
+pub(crate) const ER_TRUNCATED_WRONG_VALUE_FOR_FIELD: u16 = 1366;
+
+/// `ER_NO_SUCH_TABLE`: a statement named a table that does not exist.
+pub(crate) const ER_NO_SUCH_TABLE: u16 = 1146;
+
+/// `ER_DUP_FIELDNAME`: an `ALTER TABLE … ADD COLUMN` of a column already there.
+pub(crate) const ER_DUP_FIELDNAME: u16 = 1060;
+
+/// Reads a `mysql://` or `mariadb://` URL; `expected` is the form the error shows
+/// ("mysql://user:password@host:port/database"). No I/O.
+pub(crate) fn connect_options(url: &str, expected: &str) -> Result<MySqlConnectOptions> {
+    let normalized = url.replacen("mariadb://", "mysql://", 1);
+    if crate::redact::ambiguous_user_info(url) {
+        return Err(Error::invalid_url(
+            url,
+            "the user or password holds a '/', which ends the host part of a URL: \
+             percent-encode it as %2F",
+        ));
+    }
+    MySqlConnectOptions::from_str(&normalized)
+        .map_err(|e| Error::invalid_url(url, format!("{e}; expected {expected}")))
+}
+
+/// The server as messages name it: "MySQL at host:port".
+pub(crate) fn address(options: &MySqlConnectOptions) -> String {
+    format!("MySQL at {}:{}", options.get_host(), options.get_port())
+}
+
+/// A pool of at most `max` connections that connects on first use, an acquire waiting
+/// at most `acquire_timeout`. Lazy so that building a store or registry does no I/O and
+/// needs no runtime context; the first statement runs on the background runtime.
+pub(crate) fn lazy_pool(
+    options: &MySqlConnectOptions,
+    max: u32,
+    acquire_timeout: Duration,
+) -> MySqlPool {
+    MySqlPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(acquire_timeout)
+        .connect_lazy_with(options.clone())
+}
+
+/// The server's error number of a statement that failed there, if it did.
+pub(crate) fn error_number(e: &sqlx::Error) -> Option<u16> {
+    match e {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .map(|m| m.number()),
+        _ => None,
+    }
+}
+
+/// The database's clock, `NOW(3)`, in ms since the Unix epoch.
+pub(crate) async fn now_ms<'c, E>(conn: E) -> std::result::Result<i64, sqlx::Error>
+where
+    E: sqlx::MySqlExecutor<'c>,
+{
+    let row = sqlx::query("SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) AS now_ms")
+        .fetch_one(conn)
+        .await?;
+    row.try_get("now_ms")
+}

@@ -6,6 +6,10 @@
 //! [`source()`](std::error::Error::source) so a program can downcast it
 //! (`e.source().and_then(|s| s.downcast_ref::<std::io::Error>())`).
 //!
+//! This module knows no backend: `std::io` and sqlx (drivers both modes share) are
+//! classified here, and a backend of leafid's own (the ZooKeeper client) classifies its
+//! errors itself into [`CauseKind`] and builds the [`Cause`] with [`Cause::new`].
+//!
 //! The text stays in the leafid error's own message as well (bindings and logs show
 //! the message alone), so a reporter that prints the whole chain shows the cause twice.
 
@@ -105,12 +109,6 @@ impl Cause {
     pub(crate) fn sqlx(e: sqlx::Error) -> Cause {
         Cause::new(sqlx_kind(&e), e)
     }
-
-    /// A ZooKeeper client error, classified.
-    #[cfg(feature = "zookeeper")]
-    pub(crate) fn zk(e: crate::snowflake::registry::zk_client::ZkError) -> Cause {
-        Cause::new(zk_kind(&e), e)
-    }
 }
 
 /// The error itself, so thiserror's `#[source]` (and any caller) reaches the driver's
@@ -152,7 +150,9 @@ pub(crate) fn io_kind(e: &std::io::Error) -> CauseKind {
 }
 
 /// Whether an error's text is a name resolution failure (glibc, musl, macOS wording).
-fn unresolved(text: &str) -> bool {
+/// For backends whose driver reports a failure as text only (the ZooKeeper client's
+/// `NoHosts`), so they classify it as an OS error would be.
+pub(crate) fn unresolved(text: &str) -> bool {
     let t = text.to_ascii_lowercase();
     t.contains("failed to lookup address")
         || t.contains("name or service not known")
@@ -179,30 +179,6 @@ pub(crate) fn sqlx_kind(e: &sqlx::Error) -> CauseKind {
                 // ER_BAD_DB_ERROR
                 Some(1049) => CauseKind::NotFound,
                 _ => CauseKind::Other,
-            }
-        }
-        _ => CauseKind::Other,
-    }
-}
-
-/// The kind of a ZooKeeper client error. `NoHosts` carries the per-server reasons as
-/// text (the client tries every server of the ensemble); the kind is read from it.
-#[cfg(feature = "zookeeper")]
-pub(crate) fn zk_kind(e: &crate::snowflake::registry::zk_client::ZkError) -> CauseKind {
-    use crate::snowflake::registry::zk_client::ZkError as Z;
-    match e {
-        Z::AuthFailed(_) | Z::NoAuth => CauseKind::LoginRefused,
-        Z::NoChroot(_) | Z::NoNode => CauseKind::NotFound,
-        Z::NoHosts(why) => {
-            let t = why.to_ascii_lowercase();
-            if t.contains("refused") {
-                CauseKind::Refused
-            } else if t.contains("no answer") || t.contains("timed out") {
-                CauseKind::TimedOut
-            } else if unresolved(&t) {
-                CauseKind::NotFound
-            } else {
-                CauseKind::Other
             }
         }
         _ => CauseKind::Other,

@@ -25,8 +25,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::IssueLimit;
-use super::zk;
+use crate::snowflake::registry::zk_client as zk;
+use crate::snowflake::registry::IssueLimit;
 
 /// The `mzxid` of the holder's last write to its forever node. Locked across each of the
 /// holder's writes, so the guard compares only settled values.
@@ -90,7 +90,7 @@ async fn suspend_while_disconnected(
     loop {
         let state = *states.borrow_and_update();
         if state == zk::SessionState::Disconnected {
-            limit.suspend(super::system_now_ms());
+            limit.suspend(crate::snowflake::registry::system_now_ms());
             tracing::debug!("ZooKeeper connection down: issuing suspended until it is back");
             let _ = tokio::time::timeout(RESUSPEND, states.changed()).await;
             continue;

@@ -18,9 +18,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::super::{fence, system_now_ms};
-use super::{zk, LiveRecord, ZookeeperRegistry, JAVA_LIVE_WINDOW};
+use super::layout::LiveRecord;
+use super::{ZookeeperRegistry, JAVA_LIVE_WINDOW};
 use crate::error::{Error, Result};
+use crate::snowflake::registry::zk_client as zk;
+use crate::snowflake::registry::{fence, system_now_ms};
 
 /// leafid's own record of a worker id: `/snowflake/{name}/ids/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -165,7 +167,7 @@ impl ZookeeperRegistry {
             .await
             .map_err(|e| self.err("create", &record_path, e))?;
         let me = serde_json::to_vec(&LiveRecord {
-            host: super::super::host_lock::host_name(),
+            host: crate::snowflake::registry::host_lock::host_name(),
             pid: std::process::id(),
             since_ms: system_now_ms(),
         })

@@ -21,6 +21,8 @@ const IDS: usize = 5_000;
 /// Set in a child process: the pod host name it builds a generator for.
 const HOST_VAR: &str = "LEAFID_TEST_STATEFULSET_HOST";
 const CACHE_VAR: &str = "LEAFID_TEST_STATEFULSET_CACHE";
+/// Set in a child process: its floor directory.
+const FLOOR_VAR: &str = "LEAFID_TEST_STATEFULSET_FLOOR";
 
 /// A generator on `config` with its cache file in `cache`.
 fn generator(config: StatefulsetConfig, cache: &Path) -> leafid::Result<SnowflakeGenerator> {
@@ -128,18 +130,23 @@ fn a_second_generator_with_the_same_ordinal_in_one_pod_is_refused() {
     again.close();
 }
 
-/// Entry point of a child process: builds a generator for the pod in `HOST_VAR`, prints
-/// `LEAFID-CHILD ok <worker>` or `LEAFID-CHILD err <code>`, then holds it until stdin
-/// closes.
+/// Entry point of a child process: builds a generator for the pod in `HOST_VAR` (with
+/// the floor directory in `FLOOR_VAR`, when set), issues a batch of ids, prints
+/// `LEAFID-CHILD ok <worker> <largest id>` or `LEAFID-CHILD err <code>`, then holds the
+/// generator until stdin closes (or the process is killed).
 #[test]
 #[ignore = "child process entry point, started by the test below"]
 fn child_process_entry() {
     let host = std::env::var(HOST_VAR).expect("started as a child");
     let cache = std::env::var(CACHE_VAR).unwrap();
-    match generator(StatefulsetConfig::new(host), Path::new(&cache)) {
+    let mut config = StatefulsetConfig::new(host);
+    if let Ok(floor) = std::env::var(FLOOR_VAR) {
+        config = config.floor_dir(floor);
+    }
+    match generator(config, Path::new(&cache)) {
         Ok(gen) => {
-            gen.next_id().unwrap();
-            println!("LEAFID-CHILD ok {}", gen.worker_id());
+            let max = gen.next_ids(IDS).unwrap().into_iter().max().unwrap();
+            println!("LEAFID-CHILD ok {} {max}", gen.worker_id());
             let _ = std::io::stdin().read_line(&mut String::new());
             gen.close();
         }
@@ -156,13 +163,19 @@ struct Child {
 
 impl Child {
     /// Starts a child for `host` and reads its report.
-    #[allow(clippy::zombie_processes)] // waited for by `finish`
-    fn start(host: &str, cache: &Path) -> Child {
+    #[allow(clippy::zombie_processes)] // waited for by `finish` or `kill`
+    fn start(host: &str, cache: &Path, floor: Option<&Path>) -> Child {
         use std::io::BufRead;
-        let mut process = std::process::Command::new(std::env::current_exe().unwrap())
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
             .args(["--ignored", "--exact", "child_process_entry", "--nocapture"])
             .env(HOST_VAR, host)
             .env(CACHE_VAR, cache)
+            .env_remove(FLOOR_VAR);
+        if let Some(floor) = floor {
+            command.env(FLOOR_VAR, floor);
+        }
+        let mut process = command
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -183,6 +196,19 @@ impl Child {
         }
     }
 
+    /// The worker id and largest id it reported, when it got an id.
+    fn issued(&self) -> Option<(u32, i64)> {
+        let rest = self.said.strip_prefix("ok ")?;
+        let (worker, max) = rest.split_once(' ')?;
+        Some((worker.parse().ok()?, max.parse().ok()?))
+    }
+
+    /// SIGKILL: a crash, with no final renew.
+    fn kill(mut self) {
+        self.process.kill().unwrap();
+        self.process.wait().unwrap();
+    }
+
     /// Lets it close and exit; true when it exited cleanly.
     fn finish(mut self) -> bool {
         use std::io::Read;
@@ -195,15 +221,15 @@ impl Child {
 #[test]
 fn a_second_process_with_the_same_ordinal_on_one_host_is_refused() {
     let cache = tempfile::tempdir().unwrap();
-    let first = Child::start("orders-644", cache.path());
-    assert_eq!(first.said, "ok 644");
-    let second = Child::start("orders-644", cache.path());
+    let first = Child::start("orders-644", cache.path(), None);
+    assert_eq!(first.issued().map(|(w, _)| w), Some(644), "{}", first.said);
+    let second = Child::start("orders-644", cache.path(), None);
     assert_eq!(second.said, "err LEAF_WORKER_ID_IN_USE");
     assert!(second.finish());
     assert!(first.finish());
     // Its id is free once it has exited.
-    let third = Child::start("orders-644", cache.path());
-    assert_eq!(third.said, "ok 644");
+    let third = Child::start("orders-644", cache.path(), None);
+    assert_eq!(third.issued().map(|(w, _)| w), Some(644), "{}", third.said);
     assert!(third.finish());
 }
 
@@ -244,6 +270,34 @@ fn ids_stay_unique_across_restarts_on_a_fresh_node_with_a_clock_behind() {
     assert!(after.iter().all(|id| *id > first_max));
     let all: HashSet<i64> = before.iter().chain(&after).copied().collect();
     assert_eq!(all.len(), 2 * IDS);
+}
+
+#[test]
+fn a_pod_killed_mid_run_is_succeeded_above_everything_it_issued() {
+    let floor = tempfile::tempdir().unwrap();
+    let old_cache = tempfile::tempdir().unwrap();
+    let crashed = Child::start("orders-655", old_cache.path(), Some(floor.path()));
+    let (worker, crashed_max) = crashed.issued().expect(&crashed.said);
+    assert_eq!(worker, 655);
+    crashed.kill();
+    // Its bound ahead of the clock is in the floor file: the next pod (a fresh node, a
+    // fresh cache, a clock 2 s behind the crashed pod's) waits it out and issues above
+    // everything the crashed pod issued.
+    let crashed_ms =
+        leafid::snowflake::decode(crashed_max, &leafid::Layout::default()).timestamp_ms;
+    let new_cache = tempfile::tempdir().unwrap();
+    let next = SnowflakeGenerator::builder()
+        .custom_registry(Arc::new(
+            StatefulsetRegistry::new(StatefulsetConfig::new("orders-655").floor_dir(floor.path()))
+                .unwrap(),
+        ))
+        .cache_dir(new_cache.path())
+        .clock(ManualClock::new(crashed_ms - 2_000)) // its waits move it forward
+        .build_blocking()
+        .unwrap();
+    let ids = next.next_ids(IDS).unwrap();
+    next.close();
+    assert!(ids.iter().all(|id| *id > crashed_max));
 }
 
 #[test]

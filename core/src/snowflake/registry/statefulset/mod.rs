@@ -26,9 +26,10 @@
 //!   [`fence::lost`], and issuing stops. That detects two holders within a heartbeat; it
 //!   cannot keep them from issuing meanwhile.
 //!
-//! The URL grammar is in `url.rs`; the host-name rule in `ordinal.rs`.
+//! The configuration is in `config.rs`, its URL grammar in `url.rs`, the host-name rule
+//! in `ordinal.rs`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::cache::{CacheEntry, WorkerCache};
@@ -36,81 +37,12 @@ use super::{fence, IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
+mod config;
 mod ordinal;
 pub(crate) mod url;
 
+pub use self::config::StatefulsetConfig;
 pub use self::ordinal::ordinal;
-
-/// A StatefulSet registry, as configured: the pod's host name and what to do with its
-/// ordinal. Build one with [`StatefulsetConfig::new`] and the setters, or parse a
-/// `statefulset:` URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StatefulsetConfig {
-    /// The pod's host name, `<statefulset>-<ordinal>` (by default the system's).
-    pub hostname: String,
-    /// The StatefulSet's name, when given: the host name must be one of its pods'.
-    pub statefulset: Option<String>,
-    /// Added to the ordinal to make the worker id (default 0). Negative offsets map a
-    /// StatefulSet whose ordinals start above 0 (`.spec.ordinals.start`) to low ids.
-    pub offset: i64,
-    /// Where the bound file lives (absolute); `None`: the generator's cache file alone.
-    pub floor_dir: Option<PathBuf>,
-}
-
-impl StatefulsetConfig {
-    /// A configuration for the pod named `hostname`: offset 0, any StatefulSet name, no
-    /// floor directory.
-    pub fn new(hostname: impl Into<String>) -> StatefulsetConfig {
-        StatefulsetConfig {
-            hostname: hostname.into(),
-            statefulset: None,
-            offset: 0,
-            floor_dir: None,
-        }
-    }
-
-    /// Parses a `statefulset:[///floor-dir][?name=S][&offset=N][&hostname=H]` URL (the
-    /// grammar of [`RegistryConfig::parse`](super::RegistryConfig::parse) for this
-    /// scheme): [`Error::InvalidUrl`] when it does not parse or the host name has no
-    /// ordinal. Reads the system's host name when `hostname=` is absent; no other I/O.
-    pub fn from_url(url: &str) -> Result<StatefulsetConfig> {
-        url::parse(url)
-    }
-
-    /// A configuration for this pod: the system's host name (`gethostname`).
-    pub fn this_pod() -> StatefulsetConfig {
-        StatefulsetConfig::new(super::host_lock::host_name())
-    }
-
-    /// Requires the host name to be a pod of the StatefulSet `name`.
-    pub fn statefulset(mut self, name: impl Into<String>) -> StatefulsetConfig {
-        self.statefulset = Some(name.into());
-        self
-    }
-
-    /// The offset added to the ordinal.
-    pub fn offset(mut self, offset: i64) -> StatefulsetConfig {
-        self.offset = offset;
-        self
-    }
-
-    /// Keeps the bound in `dir/worker-<id>.json` (an absolute directory, best on the
-    /// pod's PersistentVolume).
-    pub fn floor_dir(mut self, dir: impl Into<PathBuf>) -> StatefulsetConfig {
-        self.floor_dir = Some(dir.into());
-        self
-    }
-
-    /// The worker id this configuration maps to (ordinal plus offset; not yet checked
-    /// against a layout), or why the host name has none.
-    pub fn worker_id(&self) -> std::result::Result<i64, String> {
-        let n = ordinal(&self.hostname, self.statefulset.as_deref())?;
-        i64::from(n)
-            .checked_add(self.offset)
-            .ok_or_else(|| format!("ordinal {n} + offset {} overflows", self.offset))
-    }
-}
 
 /// The StatefulSet registry: the worker id is the pod's ordinal plus the offset.
 /// Building it checks the host name; `acquire` checks the id against the layout before

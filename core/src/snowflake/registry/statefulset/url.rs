@@ -2,7 +2,7 @@
 //! `statefulset:[///floor-dir][?name=S][&offset=N][&hostname=H]`.
 //!
 //! Apart from the registry so that each scheme's grammar sits next to its registry; the
-//! registry configuration (`config.rs`) dispatches `statefulset:` URLs here.
+//! registry configuration (`registry/config.rs`) dispatches `statefulset:` URLs here.
 //!
 //! - the path, when present, is the floor directory (absolute, three slashes as for
 //!   `local:`): `statefulset:///var/lib/leafid/floor`;
@@ -17,10 +17,20 @@
 
 use std::path::Path;
 
-use super::StatefulsetConfig;
+use super::config::StatefulsetConfig;
 use crate::error::{Error, Result};
 
 const FORM: &str = "statefulset:[///floor-dir][?name=orders][&offset=0][&hostname=orders-3]";
+
+impl StatefulsetConfig {
+    /// Parses a `statefulset:[///floor-dir][?name=S][&offset=N][&hostname=H]` URL (the
+    /// grammar of [`RegistryConfig::parse`](crate::snowflake::RegistryConfig::parse) for this
+    /// scheme): [`Error::InvalidUrl`] when it does not parse or the host name has no
+    /// ordinal. Reads the system's host name when `hostname=` is absent; no other I/O.
+    pub fn from_url(url: &str) -> Result<StatefulsetConfig> {
+        parse(url)
+    }
+}
 
 fn bad(url: &str, reason: impl std::fmt::Display) -> Error {
     Error::invalid_url(url, format!("{reason}; expected {FORM}"))

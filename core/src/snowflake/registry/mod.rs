@@ -16,7 +16,8 @@
 //! - `zookeeper-recycle` — a pool of ids leased with the ZooKeeper session;
 //! - `mysql` — the Leaf fork's `leaf_workerid_alloc` table;
 //! - `local` — file locks in a directory on one host;
-//! - `fixed` — an id from configuration.
+//! - `fixed` — an id from configuration;
+//! - `statefulset` — a Kubernetes StatefulSet pod's ordinal.
 
 use std::sync::Arc;
 
@@ -35,6 +36,7 @@ pub mod local;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub mod mysql;
+pub mod statefulset;
 // Always built: the URL parser checks ZooKeeper connect strings with it, so a
 // `zookeeper://` URL is validated (and then refused by name) even without the feature.
 pub mod zk_client;
@@ -52,6 +54,7 @@ pub use local::LocalRegistry;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub use mysql::MysqlRegistry;
+pub use statefulset::{StatefulsetConfig, StatefulsetRegistry};
 #[cfg(feature = "zookeeper")]
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub use zookeeper::ZookeeperRegistry;

@@ -1,0 +1,376 @@
+//! The `statefulset` registry: a StatefulSet pod's worker id is its ordinal (from its
+//! host name) plus an offset; a name without an ordinal or an id outside the layout is
+//! refused before any I/O; two generators of one pod with one ordinal are not both
+//! allowed to issue; and the floor kept in the floor directory (the pod's
+//! PersistentVolume) keeps ids unique across restarts, even on a fresh node with a
+//! clock behind. Files only: no service is needed.
+//!
+//! Each test uses ordinals of its own: the host claim is an abstract Unix socket shared
+//! by every process of this network namespace, tests running in parallel included.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leafid::snowflake::registry::statefulset::{ordinal, StatefulsetConfig, StatefulsetRegistry};
+use leafid::snowflake::registry::{IssueLimit, WorkerRegistry};
+use leafid::{Error, ManualClock, SnowflakeGenerator};
+
+const IDS: usize = 5_000;
+/// Set in a child process: the pod host name it builds a generator for.
+const HOST_VAR: &str = "LEAFID_TEST_STATEFULSET_HOST";
+const CACHE_VAR: &str = "LEAFID_TEST_STATEFULSET_CACHE";
+/// Set in a child process: its floor directory.
+const FLOOR_VAR: &str = "LEAFID_TEST_STATEFULSET_FLOOR";
+
+/// A generator on `config` with its cache file in `cache`.
+fn generator(config: StatefulsetConfig, cache: &Path) -> leafid::Result<SnowflakeGenerator> {
+    SnowflakeGenerator::builder()
+        .custom_registry(Arc::new(StatefulsetRegistry::new(config)?))
+        .cache_dir(cache)
+        .heartbeat(Duration::from_millis(200))
+        .lookahead(Duration::from_millis(1_500))
+        .build_blocking()
+}
+
+#[test]
+fn the_worker_id_is_the_ordinal_plus_the_offset() {
+    assert_eq!(ordinal("orders-3", None), Ok(3));
+    assert_eq!(
+        ordinal("orders-3.orders.shop.svc.cluster.local", Some("orders")),
+        Ok(3)
+    );
+    assert!(ordinal("orders-7d4b9c8f6-24567", Some("orders")).is_err());
+
+    let cache = tempfile::tempdir().unwrap();
+    let gen = generator(
+        StatefulsetConfig::new("orders-3")
+            .statefulset("orders")
+            .offset(600),
+        cache.path(),
+    )
+    .unwrap();
+    assert_eq!(gen.worker_id(), 603);
+    let id = gen.next_id().unwrap();
+    assert_eq!(gen.decode(id).worker_id, 603);
+    gen.close();
+
+    // A StatefulSet whose ordinals start at 700 (`.spec.ordinals.start`), mapped down.
+    let gen = generator(
+        StatefulsetConfig::new("ledger-702").offset(-100),
+        cache.path(),
+    )
+    .unwrap();
+    assert_eq!(gen.worker_id(), 602);
+    gen.close();
+}
+
+#[test]
+fn a_host_name_without_an_ordinal_or_an_id_outside_the_layout_is_refused_before_any_io() {
+    for config in [
+        StatefulsetConfig::new("orders"),
+        StatefulsetConfig::new("orders-x"),
+        StatefulsetConfig::new("orders-03"),
+        StatefulsetConfig::new("payments-3").statefulset("orders"),
+    ] {
+        match StatefulsetRegistry::new(config.clone()) {
+            Err(Error::InvalidConfig(msg)) => {
+                assert!(msg.contains(&config.hostname), "{msg}")
+            }
+            other => panic!("{config:?}: {other:?}"),
+        }
+    }
+
+    // Past Leaf's 1023, or below 0: refused at acquire, before the floor directory is
+    // even created.
+    let root = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    for (host, offset) in [("orders-1000", 24), ("orders-3", -4)] {
+        let floor = root.path().join(format!("floor-{host}"));
+        let config = StatefulsetConfig::new(host)
+            .offset(offset)
+            .floor_dir(&floor);
+        match generator(config, cache.path()) {
+            Err(Error::InvalidConfig(msg)) => {
+                assert!(
+                    msg.contains("outside the layout") && msg.contains(host),
+                    "{msg}"
+                )
+            }
+            other => panic!("{host} {offset}: {:?}", other.map(|g| g.worker_id())),
+        }
+        assert!(!floor.exists(), "{} was created", floor.display());
+    }
+}
+
+#[test]
+fn a_second_generator_with_the_same_ordinal_in_one_pod_is_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let floor = tempfile::tempdir().unwrap();
+    let config = StatefulsetConfig::new("orders-611").floor_dir(floor.path());
+    let first = generator(config.clone(), cache.path()).unwrap();
+    assert_eq!(first.worker_id(), 611);
+    match generator(config.clone(), cache.path()) {
+        Err(Error::WorkerIdInUse { identity, .. }) => {
+            assert!(identity.contains("statefulset/611"), "{identity}")
+        }
+        other => panic!("{:?}", other.map(|g| g.worker_id())),
+    }
+    // Another spelling of the same id (another ordinal and offset) is the same claim.
+    match generator(StatefulsetConfig::new("api-11").offset(600), cache.path()) {
+        Err(Error::WorkerIdInUse { .. }) => {}
+        other => panic!("{:?}", other.map(|g| g.worker_id())),
+    }
+    first.next_id().unwrap();
+    first.close();
+    // Once the first has let go, the id is free again.
+    let again = generator(config, cache.path()).unwrap();
+    again.next_id().unwrap();
+    again.close();
+}
+
+/// Entry point of a child process: builds a generator for the pod in `HOST_VAR` (with
+/// the floor directory in `FLOOR_VAR`, when set), issues a batch of ids, prints
+/// `LEAFID-CHILD ok <worker> <largest id>` or `LEAFID-CHILD err <code>`, then holds the
+/// generator until stdin closes (or the process is killed).
+#[test]
+#[ignore = "child process entry point, started by the test below"]
+fn child_process_entry() {
+    let host = std::env::var(HOST_VAR).expect("started as a child");
+    let cache = std::env::var(CACHE_VAR).unwrap();
+    let mut config = StatefulsetConfig::new(host);
+    if let Ok(floor) = std::env::var(FLOOR_VAR) {
+        config = config.floor_dir(floor);
+    }
+    match generator(config, Path::new(&cache)) {
+        Ok(gen) => {
+            let max = gen.next_ids(IDS).unwrap().into_iter().max().unwrap();
+            println!("LEAFID-CHILD ok {} {max}", gen.worker_id());
+            let _ = std::io::stdin().read_line(&mut String::new());
+            gen.close();
+        }
+        Err(e) => println!("LEAFID-CHILD err {}", e.code()),
+    }
+}
+
+/// A child process holding (or refused) a pod's worker id, and what it printed.
+struct Child {
+    process: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    said: String,
+}
+
+impl Child {
+    /// Starts a child for `host` and reads its report.
+    #[allow(clippy::zombie_processes)] // waited for by `finish` or `kill`
+    fn start(host: &str, cache: &Path, floor: Option<&Path>) -> Child {
+        use std::io::BufRead;
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--ignored", "--exact", "child_process_entry", "--nocapture"])
+            .env(HOST_VAR, host)
+            .env(CACHE_VAR, cache)
+            .env_remove(FLOOR_VAR);
+        if let Some(floor) = floor {
+            command.env(FLOOR_VAR, floor);
+        }
+        let mut process = command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(process.stdout.take().unwrap());
+        let mut line = String::new();
+        loop {
+            line.clear();
+            if out.read_line(&mut line).unwrap_or(0) == 0 {
+                let _ = process.wait();
+                panic!("the child said nothing");
+            }
+            // The harness may print "test … ... " on the same line before the report.
+            if let Some((_, said)) = line.trim().split_once("LEAFID-CHILD ") {
+                let said = said.to_string();
+                return Child { process, out, said };
+            }
+        }
+    }
+
+    /// The worker id and largest id it reported, when it got an id.
+    fn issued(&self) -> Option<(u32, i64)> {
+        let rest = self.said.strip_prefix("ok ")?;
+        let (worker, max) = rest.split_once(' ')?;
+        Some((worker.parse().ok()?, max.parse().ok()?))
+    }
+
+    /// SIGKILL: a crash, with no final renew.
+    fn kill(mut self) {
+        self.process.kill().unwrap();
+        self.process.wait().unwrap();
+    }
+
+    /// Lets it close and exit; true when it exited cleanly.
+    fn finish(mut self) -> bool {
+        use std::io::Read;
+        drop(self.process.stdin.take());
+        let _ = self.out.read_to_end(&mut Vec::new());
+        self.process.wait().unwrap().success()
+    }
+}
+
+#[test]
+fn a_second_process_with_the_same_ordinal_on_one_host_is_refused() {
+    let cache = tempfile::tempdir().unwrap();
+    let first = Child::start("orders-644", cache.path(), None);
+    assert_eq!(first.issued().map(|(w, _)| w), Some(644), "{}", first.said);
+    let second = Child::start("orders-644", cache.path(), None);
+    assert_eq!(second.said, "err LEAF_WORKER_ID_IN_USE");
+    assert!(second.finish());
+    assert!(first.finish());
+    // Its id is free once it has exited.
+    let third = Child::start("orders-644", cache.path(), None);
+    assert_eq!(third.issued().map(|(w, _)| w), Some(644), "{}", third.said);
+    assert!(third.finish());
+}
+
+#[test]
+fn ids_stay_unique_across_restarts_on_a_fresh_node_with_a_clock_behind() {
+    let floor = tempfile::tempdir().unwrap(); // the pod's PersistentVolume
+    let config = StatefulsetConfig::new("orders-622")
+        .statefulset("orders")
+        .floor_dir(floor.path());
+
+    let cache = tempfile::tempdir().unwrap();
+    let first = generator(config.clone(), cache.path()).unwrap();
+    let before = first.next_ids(IDS).unwrap();
+    let last_ms = first.decode(*before.iter().max().unwrap()).timestamp_ms;
+    first.close();
+
+    // Rescheduled: a new node, a fresh cache directory, only the volume kept, and a
+    // clock 5 s behind the one the first pod issued with. The floor in the volume
+    // refuses it (a generator that kept its floor in the cache alone would reissue).
+    let fresh_cache = tempfile::tempdir().unwrap();
+    let behind = ManualClock::new(last_ms - 5_000);
+    let refused = SnowflakeGenerator::builder()
+        .custom_registry(Arc::new(StatefulsetRegistry::new(config.clone()).unwrap()))
+        .cache_dir(fresh_cache.path())
+        .clock(behind)
+        .startup_wait(Duration::ZERO)
+        .build_blocking();
+    match refused {
+        Err(Error::ClockBehindRegistry { last_ms: floor, .. }) => assert!(floor >= last_ms),
+        other => panic!("{:?}", other.map(|g| g.worker_id())),
+    }
+
+    // With its clock right it starts above everything the first pod issued.
+    let second = generator(config.clone(), fresh_cache.path()).unwrap();
+    let after = second.next_ids(IDS).unwrap();
+    second.close();
+    let first_max = *before.iter().max().unwrap();
+    assert!(after.iter().all(|id| *id > first_max));
+    let all: HashSet<i64> = before.iter().chain(&after).copied().collect();
+    assert_eq!(all.len(), 2 * IDS);
+}
+
+#[test]
+fn a_pod_killed_mid_run_is_succeeded_above_everything_it_issued() {
+    let floor = tempfile::tempdir().unwrap();
+    let old_cache = tempfile::tempdir().unwrap();
+    let crashed = Child::start("orders-655", old_cache.path(), Some(floor.path()));
+    let (worker, crashed_max) = crashed.issued().expect(&crashed.said);
+    assert_eq!(worker, 655);
+    crashed.kill();
+    // Its bound ahead of the clock is in the floor file: the next pod (a fresh node, a
+    // fresh cache, a clock 2 s behind the crashed pod's) waits it out and issues above
+    // everything the crashed pod issued.
+    let crashed_ms =
+        leafid::snowflake::decode(crashed_max, &leafid::Layout::default()).timestamp_ms;
+    let new_cache = tempfile::tempdir().unwrap();
+    let next = SnowflakeGenerator::builder()
+        .custom_registry(Arc::new(
+            StatefulsetRegistry::new(StatefulsetConfig::new("orders-655").floor_dir(floor.path()))
+                .unwrap(),
+        ))
+        .cache_dir(new_cache.path())
+        .clock(ManualClock::new(crashed_ms - 2_000)) // its waits move it forward
+        .build_blocking()
+        .unwrap();
+    let ids = next.next_ids(IDS).unwrap();
+    next.close();
+    assert!(ids.iter().all(|id| *id > crashed_max));
+}
+
+#[test]
+fn a_second_pod_writing_the_floor_file_ends_the_first_ones_lease() {
+    // Two pods with one ordinal (a force-deleted pod still running) sharing one volume:
+    // each has its own network namespace, so the host claim cannot see the other; the
+    // floor file does, at the next renew.
+    let floor = tempfile::tempdir().unwrap();
+    let config = StatefulsetConfig::new("orders-633").floor_dir(floor.path());
+    let old = StatefulsetRegistry::new(config.clone()).unwrap();
+    let new = StatefulsetRegistry::new(config).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let now = leafid_now_ms();
+        let a = old.acquire(1023, IssueLimit::closed()).await.unwrap();
+        old.renew(&a, now + 1_000).await.unwrap();
+        let b = new.acquire(1023, IssueLimit::closed()).await.unwrap();
+        assert_eq!(b.floor_ms, now + 1_000);
+        new.renew(&b, now + 2_000).await.unwrap();
+        match old.renew(&a, now + 1_500).await {
+            Err(Error::LeaseLost { worker_id, cause }) => {
+                assert_eq!(worker_id, 633);
+                assert!(cause.contains("written by another process"), "{cause}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // The newer holder carries on; deleting its file ends its lease too.
+        new.renew(&b, now + 2_500).await.unwrap();
+        std::fs::remove_file(floor.path().join("worker-633.json")).unwrap();
+        assert!(matches!(
+            new.renew(&b, now + 3_000).await,
+            Err(Error::LeaseLost { .. })
+        ));
+    });
+}
+
+fn leafid_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+#[test]
+fn urls_name_the_floor_directory_the_statefulset_the_offset_and_the_host() {
+    let c = StatefulsetConfig::from_url(
+        "statefulset:///var/lib/leafid/floor?name=orders&offset=-2&hostname=orders-5",
+    )
+    .unwrap();
+    assert_eq!(c.worker_id(), Ok(3));
+    assert_eq!(
+        c.floor_dir.as_deref(),
+        Some(Path::new("/var/lib/leafid/floor"))
+    );
+    assert_eq!(
+        StatefulsetConfig::from_url("statefulset:?hostname=web-4")
+            .unwrap()
+            .worker_id(),
+        Ok(4)
+    );
+    for bad in [
+        "statefulset:?hostname=web",
+        "statefulset:?hostname=web-4&name=api",
+        "statefulset:?hostname=web-4&ofset=1",
+        "statefulset:floor?hostname=web-4",
+    ] {
+        match StatefulsetConfig::from_url(bad) {
+            Err(Error::InvalidUrl { reason, .. }) => {
+                assert!(reason.contains("statefulset:"), "{reason}")
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}

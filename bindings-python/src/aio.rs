@@ -8,13 +8,14 @@
 //! `leafid/_aio.py`). The runtime's worker threads never wait for the GIL.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::BoundObject;
 
 use crate::error::IntoPy;
+use crate::exit::SETTLING;
 
 static GLUE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
@@ -65,12 +66,6 @@ where
     Ok(future)
 }
 
-/// Settles in flight: `_shutdown_logging` (atexit) waits for them before the
-/// interpreter finalizes. A thread still waiting for the GIL when finalization starts
-/// is ended from inside Python and the process aborts (seen: SIGABRT at `sys.exit`
-/// with async calls completing on other threads).
-pub static SETTLING: AtomicUsize = AtomicUsize::new(0);
-
 /// Hands `outcome` to the loop that owns `future` (nothing once the interpreter exits).
 fn settle<T>(event_loop: Py<PyAny>, future: Py<PyAny>, outcome: leafid::Result<T>)
 where
@@ -86,7 +81,7 @@ where
         }
     }
     let _done = Done;
-    if crate::logging::exiting() {
+    if crate::exit::exiting() {
         return; // taking the GIL while the interpreter finalizes aborts the process
     }
     Python::attach(|py| {

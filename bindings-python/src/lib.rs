@@ -4,6 +4,8 @@
 //! `leafid::segment`, `snowflake.rs` wraps `leafid::snowflake`, `error.rs` maps
 //! `leafid::Error` to the exception classes of `leafid/_errors.py`, `logging.rs` forwards
 //! the core's `tracing` events to Python's `logging`, `metrics.rs` wraps `leafid::metrics`.
+//! Below them: `aio.rs` (core futures to Python awaitables) and `exit.rs` (whether the
+//! interpreter is exiting, which both the logging and the async glue must respect).
 
 use pyo3::prelude::*;
 
@@ -11,6 +13,7 @@ mod aio;
 mod base62;
 mod cipher;
 mod error;
+mod exit;
 mod logging;
 mod metrics;
 mod segment;

@@ -5,7 +5,7 @@
 //! when full, events are dropped rather than slowing the core.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
@@ -15,14 +15,13 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
+use crate::exit::{SETTLING, SHUTDOWN};
+
 type Record = (u8, String, String);
 
 // No mutex below: a fork() can land while any other thread holds one, and the child's
 // copy would stay locked forever (the child's first log event, or its exit, would hang).
 
-/// Set by `shutdown` (an `atexit` hook): from then on nothing is forwarded, because
-/// taking the GIL while the interpreter finalizes aborts the process.
-static SHUTDOWN: AtomicBool = AtomicBool::new(false);
 /// The fork epoch of the forwarding thread while it is inside Python, `u64::MAX`
 /// otherwise (a child's inherited copy names its parent's epoch, so it is ignored).
 static IN_PYTHON: AtomicU64 = AtomicU64::new(u64::MAX);
@@ -146,12 +145,6 @@ pub fn install() {
     let _ = tracing::subscriber::set_global_default(subscriber);
 }
 
-/// Whether the interpreter is exiting (`_shutdown_logging` ran): from then on no core
-/// thread may take the GIL.
-pub fn exiting() -> bool {
-    SHUTDOWN.load(Ordering::SeqCst)
-}
-
 /// Stops forwarding before the interpreter finalizes; registered with `atexit` by
 /// `leafid/__init__.py`.
 #[pyfunction]
@@ -167,7 +160,7 @@ pub fn _shutdown_logging(py: Python<'_>) {
         // And for async results being handed to their loops. Bounded: a count copied
         // into a forked child from a parent's settle in flight never drops here.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        while crate::aio::SETTLING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
+        while SETTLING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     });

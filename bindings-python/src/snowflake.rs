@@ -127,7 +127,7 @@ impl Drop for PySnowflakeGenerator {
     fn drop(&mut self) {
         // SAFETY: `inner` is taken once, here, and never used again.
         let inner = unsafe { ManuallyDrop::take(&mut self.inner) };
-        if !crate::logging::exiting() {
+        if !crate::exit::exiting() {
             // Python's dealloc runs attached (then this is free); the core's drop runs
             // detached.
             Python::attach(|py| py.detach(move || drop(inner)));

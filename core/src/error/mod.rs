@@ -11,17 +11,24 @@
 //! refused, not found), classified once where the driver's error is converted
 //! ([`cause`]). Errors returned by issuing calls are counted per mode and code
 //! ([`counts`]).
+//!
+//! The enum and what every error keeps (its cause) are here; how bindings and counters
+//! name and group an error is in `names.rs`, and the constructors the crate makes errors
+//! with (every `InvalidUrl` redacted, every driver error kept as a source) in `make.rs`.
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub mod cause;
 mod count;
+mod make;
+mod names;
 
 pub use cause::{Cause, CauseKind};
 pub(crate) use count::counted;
 use count::COUNTS;
 pub use count::{counts, Mode};
+pub use names::ErrorKind;
 
 /// Shorthand for `std::result::Result<T, leafid::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -232,21 +239,6 @@ pub enum Error {
     },
 }
 
-/// Coarse groups of errors, the way the Python binding builds its class hierarchy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    /// Bad input or configuration (Python: also a `ValueError`).
-    Config,
-    /// A tag that does not exist (Python: also a `KeyError`).
-    NotFound,
-    /// A server or file the generator depends on failed.
-    Unavailable,
-    /// Time does not allow issuing now.
-    Clock,
-    /// Anything else.
-    Other,
-}
-
 /// What a `SegmentsExhausted` caller waited for: nothing (a never-waiting call) or a time.
 fn exhausted_wait(waited: &Duration) -> String {
     if *waited < Duration::from_millis(1) {
@@ -267,112 +259,6 @@ fn exhausted_advice(waited: &Duration) -> &'static str {
 }
 
 impl Error {
-    /// The stable code Node exposes as `err.code`, one per variant.
-    pub fn code(&self) -> &'static str {
-        match self {
-            Error::InvalidTag { .. } => "LEAF_INVALID_TAG",
-            Error::InvalidUrl { .. } => "LEAF_INVALID_URL",
-            Error::InvalidConfig(_) => "LEAF_INVALID_CONFIG",
-            Error::TagNotFound { .. } => "LEAF_TAG_NOT_FOUND",
-            Error::TagExists { .. } => "LEAF_TAG_EXISTS",
-            Error::TableMissing { .. } => "LEAF_TABLE_MISSING",
-            Error::StoreUnavailable { .. } => "LEAF_STORE_UNAVAILABLE",
-            Error::SegmentsExhausted { .. } => "LEAF_SEGMENTS_EXHAUSTED",
-            Error::Closed => "LEAF_CLOSED",
-            Error::ClockMovedBackwards { .. } => "LEAF_CLOCK_MOVED_BACKWARDS",
-            Error::ClockBehindRegistry { .. } => "LEAF_CLOCK_BEHIND_REGISTRY",
-            Error::TimestampOverflow { .. } => "LEAF_TIMESTAMP_OVERFLOW",
-            Error::WorkerIdOutOfRange { .. } => "LEAF_WORKER_ID_OUT_OF_RANGE",
-            Error::WorkerIdExhausted { .. } => "LEAF_WORKER_ID_EXHAUSTED",
-            Error::WorkerIdInUse { .. } => "LEAF_WORKER_ID_IN_USE",
-            Error::ClockSkew { .. } => "LEAF_CLOCK_SKEW",
-            Error::RegistryUnavailable { .. } => "LEAF_REGISTRY_UNAVAILABLE",
-            Error::LeaseLost { .. } => "LEAF_LEASE_LOST",
-            Error::Malformed { .. } => "LEAF_MALFORMED",
-            Error::Io { .. } => "LEAF_IO",
-            Error::AccessDenied { .. } => "LEAF_ACCESS_DENIED",
-        }
-    }
-
-    /// The variant's name (`"TagNotFound"`), which the Python binding uses as the
-    /// exception class name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Error::InvalidTag { .. } => "InvalidTag",
-            Error::InvalidUrl { .. } => "InvalidUrl",
-            Error::InvalidConfig(_) => "InvalidConfig",
-            Error::TagNotFound { .. } => "TagNotFound",
-            Error::TagExists { .. } => "TagExists",
-            Error::TableMissing { .. } => "TableMissing",
-            Error::StoreUnavailable { .. } => "StoreUnavailable",
-            Error::SegmentsExhausted { .. } => "SegmentsExhausted",
-            Error::Closed => "Closed",
-            Error::ClockMovedBackwards { .. } => "ClockMovedBackwards",
-            Error::ClockBehindRegistry { .. } => "ClockBehindRegistry",
-            Error::TimestampOverflow { .. } => "TimestampOverflow",
-            Error::WorkerIdOutOfRange { .. } => "WorkerIdOutOfRange",
-            Error::WorkerIdExhausted { .. } => "WorkerIdExhausted",
-            Error::WorkerIdInUse { .. } => "WorkerIdInUse",
-            Error::ClockSkew { .. } => "ClockSkew",
-            Error::RegistryUnavailable { .. } => "RegistryUnavailable",
-            Error::LeaseLost { .. } => "LeaseLost",
-            Error::Malformed { .. } => "Malformed",
-            Error::Io { .. } => "Io",
-            Error::AccessDenied { .. } => "AccessDenied",
-        }
-    }
-
-    /// The group this error belongs to.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            Error::InvalidTag { .. }
-            | Error::InvalidUrl { .. }
-            | Error::InvalidConfig(_)
-            | Error::AccessDenied { .. }
-            // Waiting never brings a table: a retry-while-unavailable loop must not spin.
-            | Error::TableMissing { .. }
-            | Error::WorkerIdOutOfRange { .. } => ErrorKind::Config,
-            Error::TagNotFound { .. } => ErrorKind::NotFound,
-            Error::StoreUnavailable { .. }
-            | Error::SegmentsExhausted { .. }
-            | Error::RegistryUnavailable { .. }
-            | Error::LeaseLost { .. }
-            | Error::WorkerIdExhausted { .. }
-            | Error::WorkerIdInUse { .. }
-            | Error::Io { .. } => ErrorKind::Unavailable,
-            Error::ClockMovedBackwards { .. }
-            | Error::ClockBehindRegistry { .. }
-            | Error::ClockSkew { .. }
-            | Error::TimestampOverflow { .. } => ErrorKind::Clock,
-            Error::TagExists { .. } | Error::Closed | Error::Malformed { .. } => ErrorKind::Other,
-        }
-    }
-
-    /// Every variant name, for bindings that declare one class per variant up front.
-    pub const NAMES: &'static [&'static str] = &[
-        "InvalidTag",
-        "InvalidUrl",
-        "InvalidConfig",
-        "TagNotFound",
-        "TagExists",
-        "TableMissing",
-        "StoreUnavailable",
-        "SegmentsExhausted",
-        "Closed",
-        "ClockMovedBackwards",
-        "ClockBehindRegistry",
-        "TimestampOverflow",
-        "WorkerIdOutOfRange",
-        "WorkerIdExhausted",
-        "WorkerIdInUse",
-        "ClockSkew",
-        "RegistryUnavailable",
-        "LeaseLost",
-        "Malformed",
-        "Io",
-        "AccessDenied",
-    ];
-
     /// The underlying error kept by this error, with its kind: the same error as
     /// [`source()`](std::error::Error::source) returns (except for `Io`, whose source
     /// is the `io::Error` itself; see [`cause_kind`](Self::cause_kind)).
@@ -407,129 +293,5 @@ impl Error {
             COUNTS[mode as usize][i].fetch_add(1, Ordering::Relaxed);
         }
         self
-    }
-
-    /// `InvalidUrl` for `url`, with its password hidden in the URL and in the reason
-    /// (which may quote a piece of it). Every `InvalidUrl` is made here.
-    pub(crate) fn invalid_url(url: &str, reason: impl std::fmt::Display) -> Error {
-        Error::InvalidUrl {
-            url: crate::redact::url(url),
-            reason: crate::redact::scrub(&reason.to_string(), url),
-        }
-    }
-
-    /// `InvalidUrl` for a URL whose scheme lives behind a Cargo feature this build of
-    /// leafid leaves out: names the feature to enable.
-    #[allow(dead_code)] // unused when every feature is on
-    pub(crate) fn feature_left_out(url: &str, feature: &str) -> Error {
-        Error::invalid_url(
-            url,
-            format_args!(
-                "this build of leafid leaves out the `{feature}` Cargo feature that this scheme \
-                 needs; enable it (leafid = {{ version = \"…\", features = [\"{feature}\"] }}) \
-                 or use another URL"
-            ),
-        )
-    }
-
-    /// `StoreUnavailable` with a text cause only (leafid found it, no driver error).
-    pub(crate) fn store(e: impl std::fmt::Display) -> Error {
-        Error::StoreUnavailable {
-            cause: e.to_string(),
-            source: None,
-        }
-    }
-
-    /// `StoreUnavailable` saying `text`, keeping the driver's error as its source.
-    #[allow(dead_code)] // unused when no driver feature (mysql, sqlite, zookeeper) is on
-    pub(crate) fn store_with(text: impl std::fmt::Display, cause: Cause) -> Error {
-        Error::StoreUnavailable {
-            cause: text.to_string(),
-            source: Some(cause),
-        }
-    }
-
-    /// `RegistryUnavailable` with a text cause only.
-    pub(crate) fn registry(e: impl std::fmt::Display) -> Error {
-        Error::RegistryUnavailable {
-            cause: e.to_string(),
-            source: None,
-        }
-    }
-
-    /// `RegistryUnavailable` saying `text`, keeping the driver's error as its source.
-    #[allow(dead_code)] // unused when no driver feature (mysql, sqlite, zookeeper) is on
-    pub(crate) fn registry_with(text: impl std::fmt::Display, cause: Cause) -> Error {
-        Error::RegistryUnavailable {
-            cause: text.to_string(),
-            source: Some(cause),
-        }
-    }
-
-    /// `AccessDenied` saying `text`, keeping the driver's error as its source.
-    #[allow(dead_code)] // unused when no driver feature (mysql, sqlite, zookeeper) is on
-    pub(crate) fn access_denied(text: impl std::fmt::Display, cause: Cause) -> Error {
-        Error::AccessDenied {
-            cause: text.to_string(),
-            source: Some(cause),
-        }
-    }
-
-    /// A copy of this error for one more caller (`Error` is not `Clone`: `Io` holds an
-    /// `io::Error`). Every variant a refill, lookup or registry call can store is kept
-    /// as it is, source included; any other becomes `StoreUnavailable` with its text
-    /// (and its cause, if any).
-    pub(crate) fn copy(&self) -> Error {
-        match self {
-            Error::InvalidConfig(s) => Error::InvalidConfig(s.clone()),
-            Error::InvalidTag { tag, reason } => Error::InvalidTag {
-                tag: tag.clone(),
-                reason: reason.clone(),
-            },
-            Error::InvalidUrl { url, reason } => Error::InvalidUrl {
-                url: url.clone(),
-                reason: reason.clone(),
-            },
-            Error::Malformed { what, path, reason } => Error::Malformed {
-                what,
-                path: path.clone(),
-                reason: reason.clone(),
-            },
-            Error::TagNotFound { tag } => Error::TagNotFound { tag: tag.clone() },
-            Error::TableMissing { table } => Error::TableMissing {
-                table: table.clone(),
-            },
-            Error::StoreUnavailable { cause, source } => Error::StoreUnavailable {
-                cause: cause.clone(),
-                source: source.clone(),
-            },
-            Error::RegistryUnavailable { cause, source } => Error::RegistryUnavailable {
-                cause: cause.clone(),
-                source: source.clone(),
-            },
-            Error::AccessDenied { cause, source } => Error::AccessDenied {
-                cause: cause.clone(),
-                source: source.clone(),
-            },
-            Error::Closed => Error::Closed,
-            Error::Io { path, source } => Error::StoreUnavailable {
-                cause: format!("I/O error on {path}: {source}"),
-                source: Some(Cause::new(
-                    cause::io_kind(source),
-                    std::io::Error::new(source.kind(), source.to_string()),
-                )),
-            },
-            other => Error::StoreUnavailable {
-                cause: other.to_string(),
-                source: other.cause().cloned(),
-            },
-        }
-    }
-
-    pub(crate) fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Error {
-        Error::Io {
-            path: path.as_ref().display().to_string(),
-            source,
-        }
     }
 }

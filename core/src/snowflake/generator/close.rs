@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use super::super::layout::decode;
 use super::super::registry::CacheEntry;
-use super::{bounded, Core, Session};
+use super::state::{bounded, Core, Session};
 use crate::runtime;
 
 /// Host identities whose generator was closed (or dropped) in this process while its

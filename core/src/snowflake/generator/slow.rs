@@ -5,7 +5,7 @@
 //! - [`Core::stalled`] (`next_id`, `next_ids`, `fill`): the blocking API for threaded
 //!   callers. It may sleep out a small backward clock step and wait for one persist of
 //!   a time bound or one re-acquire after a fork, each bounded by the registry's
-//!   timeouts (and [`REGISTRY_CALL_LIMIT`](super::REGISTRY_CALL_LIMIT)).
+//!   timeouts (and [`REGISTRY_CALL_LIMIT`](super::state::REGISTRY_CALL_LIMIT)).
 //! - [`Core::stalled_now`] (`next_id_now`, `next_ids_now`): never waits on I/O. Work the
 //!   registry must do (persist a bound, re-acquire after a fork) starts in the
 //!   background, once for all callers, and the caller fails at once with the cause's
@@ -13,7 +13,7 @@
 //!   and a backward step small enough ([`NOW_MAX_SLEEP_MS`]) to sleep out.
 //! - [`Core::stalled_async`] (`next_id_async`, `next_ids_async`): awaits the same work on
 //!   the runtime without holding a thread, retrying transient causes until a deadline
-//!   ([`MAX_ASYNC_WAIT`](super::MAX_ASYNC_WAIT)).
+//!   ([`MAX_ASYNC_WAIT`](super::settings::MAX_ASYNC_WAIT)).
 //!
 //! Persisting a bound on a caller's behalf goes through [`catch_up`], which runs one
 //! attempt at a time per session: callers that queued behind an attempt take its answer
@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::word::{self, Stall};
-use super::{skew_of, Core, Failure, Session};
+use super::session::{persist_locked, start_session};
+use super::state::{skew_of, Core, Failure, Session, NO_REBUILD};
 use crate::error::{counted, Error, Mode, Result};
 use crate::runtime;
 
@@ -415,7 +416,7 @@ impl Core {
     fn end_rebuild(&self) {
         let _ = self.rebuilding.compare_exchange(
             runtime::fork_epoch(),
-            super::NO_REBUILD,
+            NO_REBUILD,
             Ordering::Release,
             Ordering::Relaxed,
         );
@@ -433,7 +434,7 @@ impl Core {
             }
             // The old session belongs to the parent; it is never used again here.
         }
-        super::start_session(self).await
+        start_session(self).await
     }
 }
 
@@ -462,7 +463,7 @@ pub(super) async fn catch_up(core: Arc<Core>) -> Result<()> {
     // bounds already in the past and bring every caller back here, one round trip
     // after another.
     let mut result =
-        super::persist_locked(&core, &session, &mut st, now + core.settings.lookahead_ms).await;
+        persist_locked(&core, &session, &mut st, now + core.settings.lookahead_ms).await;
     if result.is_ok() && core.limit.get() < core.clock.now_millis() {
         result = Err(Error::registry(format!(
             "persisting a time bound took longer than the lookahead ({} ms)",

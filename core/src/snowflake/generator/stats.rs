@@ -13,7 +13,7 @@
 use std::sync::atomic::Ordering;
 
 use super::super::word::{Shape, CLOSED_STATE, LOST_LIMIT, OPENING_LIMIT};
-use super::Core;
+use super::state::{Core, NO_SKEW};
 use crate::runtime;
 
 /// Where a snowflake generator's lease on its worker id stands.
@@ -81,9 +81,6 @@ pub struct SnowflakeStats {
     /// Heartbeats and catch-ups that failed to persist a time bound.
     pub persist_failures: u64,
 }
-
-/// A skew value meaning "no reading yet".
-pub(super) const NO_SKEW: i64 = i64::MIN;
 
 /// Ids of one millisecond from `first` (its first id) to `last` (its last id so far);
 /// 0 unless both are real ids of one millisecond and worker id (`last` may be a marker,

@@ -3,12 +3,28 @@
 //! Nothing coordinates the id: the operator promises no other process uses it. The
 //! time floor comes from the local cache file alone, which the generator reads for
 //! every registry, so a restart with the clock set back is still refused.
+//!
+//! The URL grammar, `fixed:7` (or `fixed://7`), is here too ([`parse_url`]): it is one
+//! number.
 
 use std::sync::Arc;
 
+use super::config::grammar::bad;
 use super::{IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
+
+/// The worker id of a `fixed:` URL; `rest` is what follows `fixed:`, `url` the whole URL
+/// (for messages).
+pub(super) fn parse_url(url: &str, rest: &str) -> Result<u32> {
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    rest.parse().map_err(|_| {
+        bad(
+            url,
+            format!("worker id {rest:?} is not a non-negative integer"),
+        )
+    })
+}
 
 /// A registry that always hands out the same configured worker id.
 #[derive(Debug, Clone)]

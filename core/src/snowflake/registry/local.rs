@@ -42,18 +42,32 @@
 //! user is not covered. A new directory therefore costs no wait. Acquire
 //! prefers a free id whose floor is already past, so a crashed holder's bound ahead of
 //! the clock never makes a newcomer wait while another id is free.
+//!
+//! The URL grammar, `local:///dir`, is here too ([`parse_url`]): it is the directory,
+//! checked by [`absolute_dir`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::cache::{CacheEntry, WorkerCache};
+use super::config::grammar::bad;
 use super::fence;
 use super::host_lock::{refuse_network_fs, Attempt, HostLock};
 use super::identity_lock::IdentityLock;
 use super::{IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
+
+/// The lock directory of a `local:` URL; `rest` is what follows `local:`, `url` the
+/// whole URL (for messages).
+pub(super) fn parse_url(url: &str, rest: &str) -> Result<PathBuf> {
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    if path.is_empty() {
+        return Err(bad(url, "missing lock directory"));
+    }
+    absolute_dir(Path::new(path)).map_err(|reason| bad(url, reason))
+}
 
 /// The directory of a `local:` URL or config: refused when relative (it would be
 /// resolved against each process's working directory), else normalised lexically
@@ -364,5 +378,47 @@ mod tests {
             not_creatable(std::path::Path::new("/x"), other),
             Error::Io { .. }
         ));
+    }
+
+    /// Issue 20 row 1: a relative `local:` directory was resolved against each process's
+    /// working directory, so one config started from two directories held two locks.
+    #[test]
+    fn relative_local_directories_are_refused_with_the_absolute_form() {
+        for (url, suggested) in [
+            ("local:workers", "local:///workers"),
+            ("local://workers", "local:///workers"),
+            (
+                "local://var/lib/leafid/workers",
+                "local:///var/lib/leafid/workers",
+            ),
+            ("local://./w", "local:///w"),
+            ("local://~/w", "local:///~/w"),
+        ] {
+            let e = crate::snowflake::registry::RegistryConfig::parse(url).unwrap_err();
+            assert!(matches!(e, Error::InvalidUrl { .. }), "{url}: {e:?}");
+            let msg = e.to_string();
+            assert!(msg.contains(suggested), "{url}: {msg}");
+            assert!(msg.contains("working directory"), "{url}: {msg}");
+        }
+        // A hand-built config skips the parser; building refuses it the same way.
+        let hand = crate::snowflake::registry::RegistryConfig::Local {
+            dir: "workers".into(),
+        };
+        assert!(matches!(hand.build(1023), Err(Error::InvalidConfig(_))));
+        // The same directory spelled two ways is one (the symlinks at acquire).
+        for url in [
+            "local:/var/lib/leafid/workers",
+            "local:///var/lib/leafid/workers/",
+            "local:///var/lib/./leafid//workers",
+            "local:////var/lib/leafid/workers",
+        ] {
+            assert_eq!(
+                crate::snowflake::registry::RegistryConfig::parse(url).unwrap(),
+                crate::snowflake::registry::RegistryConfig::Local {
+                    dir: "/var/lib/leafid/workers".into()
+                },
+                "{url}"
+            );
+        }
     }
 }

@@ -46,9 +46,19 @@ pub mod zookeeper;
 #[cfg(feature = "zookeeper")]
 #[cfg_attr(docsrs, doc(cfg(feature = "zookeeper")))]
 pub mod zookeeper_recycle;
+// Each scheme's URL grammar sits beside its registry, but is declared here rather than
+// in the registry's own `mod.rs`: a build without the registry's feature still parses
+// its URL (and refuses it by name), so the grammar is built whatever the features.
+#[path = "mysql/url.rs"]
+mod mysql_url;
+#[path = "zookeeper_recycle/url.rs"]
+mod zookeeper_recycle_url;
+#[path = "zookeeper/url.rs"]
+mod zookeeper_url;
 
 pub use cache::{default_cache_dir, ensure_private_dir, CacheEntry, WorkerCache};
-pub use config::{first_non_loopback_ipv4, RegistryConfig};
+pub use config::host_ip::first_non_loopback_ipv4;
+pub use config::RegistryConfig;
 pub use fixed::FixedRegistry;
 pub use local::LocalRegistry;
 #[cfg(feature = "mysql")]

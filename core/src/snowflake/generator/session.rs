@@ -1,0 +1,386 @@
+//! Holding a worker id: acquiring it (or the cached one through an outage), waiting for
+//! the clock to pass its floor, installing it into the state word, persisting a time
+//! bound ahead of the clock every heartbeat, and re-acquiring one after a lost lease.
+//!
+//! This is the generator's I/O with its registry and cache file; the issuing path never
+//! calls it directly, only through the slow path (`slow.rs`) when the gate is shut.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::super::registry::identity_lock::IdentityLock;
+use super::super::registry::{
+    CacheEntry, Lease, LocalRegistry, RegistryConfig, WorkerCache, WorkerRegistry, IN_USE_ADVICE,
+};
+use super::super::word::OPENING_LIMIT;
+use super::close;
+use super::settings::Source;
+use super::state::{bounded, skew_of, Core, LeaseState, Session, REGISTRY_CALL_LIMIT};
+use crate::error::{Error, Result};
+use crate::runtime;
+
+/// The first wait before retrying a failed re-acquire; doubles up to the last one.
+const REACQUIRE_FIRST_RETRY: Duration = Duration::from_millis(250);
+/// The longest wait between re-acquire attempts (or the heartbeat, when shorter), so a
+/// worker is back within about a second of its registry.
+const REACQUIRE_LAST_RETRY: Duration = Duration::from_secs(1);
+
+/// `ClockSkew` for a reading whose skew exceeds `max_skew_ms`, else `None`.
+fn skew_error(reading: &super::super::registry::ClockReading, max_skew_ms: i64) -> Option<Error> {
+    let skew = reading.skew_ms();
+    (skew.abs() > max_skew_ms).then(|| skew_of(skew, max_skew_ms, reading.source.clone()))
+}
+
+/// Acquires a worker id, checks the clock against its floor, installs the state and
+/// starts the heartbeat. Runs on the background runtime.
+pub(super) async fn start_session(core: &Arc<Core>) -> Result<()> {
+    let settings = &core.settings;
+    let (registry, local): (Arc<dyn WorkerRegistry>, Option<Arc<LocalRegistry>>) =
+        match &settings.registry {
+            Source::Config(RegistryConfig::Local { dir }) => {
+                let l = Arc::new(LocalRegistry::new(dir.clone()));
+                (l.clone(), Some(l))
+            }
+            Source::Config(other) => (other.build(core.layout.max_worker_id())?, None),
+            Source::Custom(r) => (r.clone(), None),
+        };
+    let cache = WorkerCache::new(&settings.cache_dir, &registry.describe());
+    // Old cache files of identities long gone; best effort, off the runtime's workers.
+    let cache_dir = settings.cache_dir.clone();
+    let _ =
+        tokio::task::spawn_blocking(move || super::super::registry::cache::prune(&cache_dir)).await;
+    let identity_lock = match registry.host_identity() {
+        Some(identity) => {
+            // A generator of this identity dropped or closed just before: its release
+            // runs in the background, bounded by the registry calls' limit.
+            close::wait_for_release(&identity, REGISTRY_CALL_LIMIT * 2).await;
+            Some(claim_identity(&identity)?)
+        }
+        None => None,
+    };
+    core.limit.set(OPENING_LIMIT);
+    let max = core.layout.max_worker_id();
+    let lease = match registry.acquire(max, core.limit.clone()).await {
+        Ok(lease) => {
+            if let Some(reading) = registry.take_clock_reading() {
+                if let Some(e) = skew_error(&reading, settings.max_skew_ms) {
+                    core.note_skew(reading.skew_ms());
+                    let _ = registry.release(&lease).await;
+                    return Err(e);
+                }
+                core.keep_clock_ref(&reading);
+            }
+            lease
+        }
+        Err(e @ (Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. }))
+            if registry.survives_outage() =>
+        {
+            let cached = tokio::task::spawn_blocking({
+                let cache = cache.clone();
+                move || cache.read()
+            })
+            .await
+            .map_err(Error::registry)??;
+            match cached {
+                Some(entry) => {
+                    core.layout.check_worker_id(entry.worker_id as i64)?;
+                    tracing::warn!(error = %e, worker_id = entry.worker_id, cache = %cache.path().display(),
+                        "worker registry unreachable at start-up; using the cached worker id");
+                    Lease {
+                        worker_id: entry.worker_id,
+                        floor_ms: entry.bound_ms,
+                        location: format!("cache file {}", cache.path().display()),
+                    }
+                }
+                None => return Err(e),
+            }
+        }
+        Err(e) => return Err(e),
+    };
+    match hold(core, &cache, &lease).await {
+        Ok(floor) => {
+            let session = Arc::new(Session {
+                registry,
+                local,
+                cache,
+                identity_lock,
+                lease: tokio::sync::Mutex::new(LeaseState {
+                    lease: lease.clone(),
+                    persisted: i64::MIN,
+                }),
+                stop: tokio::sync::Notify::new(),
+                attempts: std::sync::atomic::AtomicU64::new(0),
+                catching_up: AtomicBool::new(false),
+            });
+            install(core, lease.worker_id, floor)?;
+            if let Err(e) = persist(
+                core,
+                &session,
+                core.clock.now_millis() + settings.lookahead_ms,
+            )
+            .await
+            {
+                let _ = session.registry.release(&lease).await;
+                return Err(e);
+            }
+            // The previous session (a forked parent's) is leaked: see `Core::session`.
+            core.session.store(
+                Arc::into_raw(session.clone()) as *mut Session,
+                Ordering::Release,
+            );
+            core.epoch.store(runtime::fork_epoch(), Ordering::Release);
+            runtime::spawn(heartbeat(core.clone(), session));
+            // No floor (a fresh id) is i64::MIN; `leafid serve` prints it as "none".
+            tracing::info!(worker_id = lease.worker_id, location = %lease.location, floor, "snowflake worker id held");
+            Ok(())
+        }
+        Err(e) => {
+            let _ = registry.release(&lease).await;
+            Err(e)
+        }
+    }
+}
+
+/// Claims `identity` on this host, or fails with `WorkerIdInUse`.
+fn claim_identity(identity: &str) -> Result<IdentityLock> {
+    IdentityLock::try_claim(identity)?.ok_or_else(|| {
+        let who = match super::super::registry::identity_lock::holder_pid(identity) {
+            Some(pid) if pid == std::process::id() => {
+                format!("another generator of this process (pid {pid})")
+            }
+            Some(pid) => format!("pid {pid} on this host"),
+            None => "another process of this host".to_string(),
+        };
+        Error::WorkerIdInUse {
+            identity: format!("identity {identity} on this host"),
+            worker_id: None,
+            holder: format!("{who} (`ss -xap | grep @leafid/{identity}` shows it)"),
+            advice: IN_USE_ADVICE.into(),
+        }
+    })
+}
+
+/// Works out the floor for `lease` and waits for the clock to pass it (up to the
+/// start-up wait). Returns the floor.
+async fn hold(core: &Arc<Core>, cache: &WorkerCache, lease: &Lease) -> Result<i64> {
+    core.layout.check_worker_id(lease.worker_id as i64)?;
+    let cached = tokio::task::spawn_blocking({
+        let cache = cache.clone();
+        move || cache.read()
+    })
+    .await
+    .map_err(Error::registry)??;
+    let mut floor = lease.floor_ms;
+    if let Some(entry) = cached.filter(|e| e.worker_id == lease.worker_id) {
+        floor = floor.max(entry.bound_ms);
+    }
+    let mut waited = 0i64;
+    loop {
+        let now = core.clock.now_millis();
+        if now > floor {
+            return Ok(floor);
+        }
+        let gap = floor - now + 1;
+        if waited + gap > core.settings.startup_wait_ms {
+            return Err(Error::ClockBehindRegistry {
+                worker_id: lease.worker_id,
+                last_ms: floor,
+                behind_ms: floor - now,
+            });
+        }
+        tracing::info!(
+            worker_id = lease.worker_id,
+            wait_ms = gap,
+            "clock is behind the worker's floor; waiting"
+        );
+        let clock = core.clock.clone();
+        tokio::task::spawn_blocking(move || clock.sleep_millis(gap as u64))
+            .await
+            .map_err(Error::registry)?;
+        waited += gap;
+    }
+}
+
+/// Puts the worker id and its floor into the state word: the floor's millisecond with
+/// a full sequence, so the next id comes from a later millisecond. Never moves the
+/// word's timestamp back.
+fn install(core: &Core, worker_id: u32, floor: i64) -> Result<()> {
+    let floor_rel = floor
+        .saturating_sub(core.shape.epoch_ms)
+        .clamp(0, core.shape.max_rel);
+    let before = core.state.load();
+    if !core.state.install(&core.shape, worker_id, floor_rel) {
+        return Err(Error::Closed);
+    }
+    // Counts the millisecond in progress (the gate is shut: nothing is issued during an
+    // install) and moves the count's first id past the marker, which is no id.
+    // Wrapping: a close racing the install leaves CLOSED_STATE (u64::MAX) in the word,
+    // and the count of a closed generator no longer matters.
+    core.rolled_over(before, core.state.load().wrapping_add(1));
+    core.worker.store(worker_id, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Persists `bound` (cache file and registry) and raises the limit to it when it is
+/// persisted somewhere that counts.
+async fn persist(core: &Arc<Core>, session: &Session, bound: i64) -> Result<()> {
+    let mut st = session.lease.lock().await;
+    persist_locked(core, session, &mut st, bound).await
+}
+
+pub(super) async fn persist_locked(
+    core: &Arc<Core>,
+    session: &Session,
+    st: &mut LeaseState,
+    bound: i64,
+) -> Result<()> {
+    if core.closed.load(Ordering::Acquire) {
+        return Err(Error::Closed);
+    }
+    if bound <= st.persisted {
+        return Ok(());
+    }
+    let worker_id = st.lease.worker_id;
+    // A local clock that jumped since the registry's last reading: write no bound from it
+    // (a bound far ahead would strand the worker id that long after a crash).
+    if let Some(e) = core.jumped_clock() {
+        tracing::warn!(error = %e, "clock skew against the registry; no bound written");
+        return Err(e);
+    }
+    let cache = session.cache.clone();
+    let cache_res = tokio::task::spawn_blocking(move || {
+        cache.write(CacheEntry {
+            worker_id,
+            bound_ms: bound,
+        })
+    })
+    .await
+    .map_err(Error::registry)
+    .and_then(|r| r);
+    let mut reg_res = bounded("renew", session.registry.renew(&st.lease, bound)).await;
+    if let Err(Error::LeaseLost { .. }) = reg_res {
+        // Found by the renew itself (the lease node gone or re-taken): stop, re-acquire.
+        core.limit.lose();
+    }
+    let skewed = reg_res.is_ok()
+        && match session.registry.take_clock_reading() {
+            Some(r) => match skew_error(&r, core.settings.max_skew_ms) {
+                Some(e) => {
+                    core.note_skew(r.skew_ms());
+                    tracing::warn!(error = %e, "clock skew against the registry; issuing stops at the last bound");
+                    reg_res = Err(e);
+                    true
+                }
+                None => {
+                    core.keep_clock_ref(&r);
+                    false
+                }
+            },
+            None => false,
+        };
+    let counted = match (&reg_res, &cache_res) {
+        (Ok(()), Ok(())) => true,
+        (Ok(()), Err(ce)) => {
+            tracing::warn!(error = %ce, "cannot write the worker cache file");
+            !session.registry.cache_is_only_record()
+        }
+        (Err(re), Ok(())) => {
+            tracing::warn!(error = %re, "worker registry renew failed");
+            // A skewed clock is not an outage: the bound must not rise on the cache alone.
+            session.registry.survives_outage() && !skewed
+        }
+        (Err(re), Err(ce)) => {
+            tracing::warn!(registry = %re, cache = %ce, "time bound persisted nowhere");
+            false
+        }
+    };
+    if !counted {
+        return Err(match (reg_res, cache_res) {
+            (Err(e), _) | (_, Err(e)) => e,
+            _ => unreachable!("counted is false only when something failed"),
+        });
+    }
+    st.persisted = bound;
+    if !core.limit.raise(bound) {
+        return Err(Error::LeaseLost {
+            worker_id,
+            cause: "the registry reported the lease lost".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Persists a bound every heartbeat; re-acquires a worker id after a lost lease.
+async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
+    let mut wait = core.settings.heartbeat;
+    let mut retry = REACQUIRE_FIRST_RETRY;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = core.limit.lost() => {}
+            _ = session.stop.notified() => return,
+        }
+        wait = core.settings.heartbeat;
+        if core.closed.load(Ordering::Acquire)
+            || runtime::fork_epoch() != core.epoch.load(Ordering::Acquire)
+        {
+            return;
+        }
+        if core.limit.get() == i64::MIN {
+            match reacquire(&core, &session).await {
+                Ok(()) => retry = REACQUIRE_FIRST_RETRY,
+                Err(e) => {
+                    // Soon at first, then backing off; the jitter spreads a fleet's
+                    // retries so a registry coming back is not hit all at once.
+                    wait = retry.min(wait).mul_f64(0.8 + 0.4 * fastrand::f64());
+                    tracing::warn!(error = %e, retry_in = ?wait, "cannot re-acquire a worker id after a lost lease");
+                    retry = (retry * 2).min(REACQUIRE_LAST_RETRY);
+                }
+            }
+            continue;
+        }
+        let bound = core.clock.now_millis() + core.settings.lookahead_ms;
+        let result = persist(&core, &session, bound).await;
+        if let Err(e) = &result {
+            tracing::warn!(error = %e, "heartbeat could not persist a time bound");
+        }
+        core.note_persist(&result);
+    }
+}
+
+/// After a registry reported the lease lost: takes a (possibly different) worker id
+/// from the same registry, with the usual floor check.
+async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
+    let mut st = session.lease.lock().await;
+    if core.closed.load(Ordering::Acquire) {
+        return Err(Error::Closed);
+    }
+    let _ = bounded("release", session.registry.release(&st.lease)).await;
+    core.limit.set(OPENING_LIMIT);
+    let lease = match session
+        .registry
+        .acquire(core.layout.max_worker_id(), core.limit.clone())
+        .await
+    {
+        Ok(lease) => lease,
+        Err(e) => {
+            // Back to "lease lost", so the next heartbeat tries again.
+            core.limit.set(i64::MIN);
+            return Err(e);
+        }
+    };
+    let floor = match hold(core, &session.cache, &lease).await {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = session.registry.release(&lease).await;
+            core.limit.set(i64::MIN);
+            return Err(e);
+        }
+    };
+    install(core, lease.worker_id, floor)?;
+    st.lease = lease;
+    st.persisted = i64::MIN;
+    let bound = core.clock.now_millis() + core.settings.lookahead_ms;
+    persist_locked(core, session, &mut st, bound).await
+}

@@ -374,3 +374,20 @@ fn urls_name_the_floor_directory_the_statefulset_the_offset_and_the_host() {
         }
     }
 }
+
+#[test]
+fn the_builder_takes_the_statefulset_url_like_every_other_scheme() {
+    let cache = tempfile::tempdir().unwrap();
+    let g = SnowflakeGenerator::builder()
+        .registry_url("statefulset:?hostname=orders-907")
+        .unwrap()
+        .cache_dir(cache.path())
+        .build_blocking()
+        .unwrap();
+    assert_eq!(g.worker_id(), 907);
+    g.next_id().unwrap();
+    match SnowflakeGenerator::builder().registry_url("statefulset:?hostname=orders") {
+        Err(Error::InvalidUrl { reason, .. }) => assert!(reason.contains("ordinal"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}

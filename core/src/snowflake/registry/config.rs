@@ -90,6 +90,9 @@ pub enum RegistryConfig {
         /// This process's port, part of its identity.
         port: String,
     },
+    /// `statefulset:[///floor-dir][?name=S&offset=N&hostname=H]` — a Kubernetes
+    /// StatefulSet pod's ordinal plus an offset (`docs/kubernetes.md`).
+    Statefulset(super::StatefulsetConfig),
 }
 
 impl std::fmt::Debug for RegistryConfig {
@@ -97,6 +100,7 @@ impl std::fmt::Debug for RegistryConfig {
         // By hand: connect strings and database URLs may carry a password.
         match self {
             RegistryConfig::Fixed(id) => f.debug_tuple("Fixed").field(id).finish(),
+            RegistryConfig::Statefulset(c) => f.debug_tuple("Statefulset").field(c).finish(),
             RegistryConfig::Local { dir } => f.debug_struct("Local").field("dir", dir).finish(),
             RegistryConfig::Zookeeper {
                 connect,
@@ -203,6 +207,9 @@ impl RegistryConfig {
                 port: u.port,
             });
         }
+        if url.starts_with("statefulset:") {
+            return super::statefulset::url::parse(url).map(RegistryConfig::Statefulset);
+        }
         Err(bad(url, "unknown registry scheme"))
     }
 
@@ -210,6 +217,9 @@ impl RegistryConfig {
     pub(crate) fn build(&self, _max_worker_id: u32) -> Result<Arc<dyn WorkerRegistry>> {
         match self {
             RegistryConfig::Fixed(id) => Ok(Arc::new(FixedRegistry::new(*id))),
+            RegistryConfig::Statefulset(c) => {
+                Ok(Arc::new(super::StatefulsetRegistry::new(c.clone())?))
+            }
             RegistryConfig::Local { dir } => {
                 // A config built by hand skips the parser: the same refusal here.
                 let dir = super::local::absolute_dir(dir).map_err(Error::InvalidConfig)?;
@@ -271,6 +281,7 @@ impl RegistryConfig {
             RegistryConfig::Zookeeper { .. } => "zookeeper",
             RegistryConfig::ZookeeperRecycle { .. } => "zookeeper-recycle",
             RegistryConfig::Mysql { .. } => "mysql",
+            RegistryConfig::Statefulset(_) => "statefulset",
         }
     }
 

@@ -1,6 +1,6 @@
 //! The atomics of the segment ring, swapped for [loom]'s in the crate's unit tests
-//! under `--cfg leafid_loom`, so the ring can be model-checked (the `loom_*` tests in
-//! `buffer.rs`). Every other build, that cfg included, uses std's.
+//! under `--cfg leafid_loom`, so the ring can be model-checked (the `loom_*` tests of
+//! `buffer/loom_tests.rs`). Every other build, that cfg included, uses std's.
 //!
 //! The cfg is leafid's own, not the customary `loom`: `--cfg loom` reaches every crate
 //! of the build, and some of sqlx's dependencies (event-listener) then expect a `loom`

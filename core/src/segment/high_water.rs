@@ -8,7 +8,7 @@
 //! tag's buffer in between (issue 20, row 7: a refresh between the delete and the
 //! restore used to forget the tag and reissue 150 ids).
 //!
-//! Every segment is admitted here and nowhere else: [`refill`](super::refill) is the
+//! Every segment is admitted here and nowhere else: the refill (`tag_buffer/refill.rs`) is the
 //! only place a segment enters a buffer (first load, preload, switch, handles, the
 //! async paths, lookups and `create_tag` all start it), and it checks and raises the
 //! mark under one lock, so two buffers of one tag (which the tag map avoids, but a race

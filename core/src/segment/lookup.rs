@@ -6,9 +6,13 @@
 //! that lookup runs share it, and its answer stands for [`LOOKUP_EVERY`]: a caller
 //! polling a misspelt tag costs the store at most one query per name per second. The
 //! names remembered are capped ([`MAX_REMEMBERED`], oldest forgotten first), so a flood
-//! of distinct unknown names costs bounded memory.
+//! of distinct unknown names costs bounded memory. Per process: a forked child starts
+//! afresh ([`LookupState`]), and at most [`MAX_CONCURRENT_LOOKUPS`] query the store at
+//! once.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -94,6 +98,35 @@ impl Lookups {
 /// counts as stale, so a lookup is never held off by it).
 fn fresh(at: i64, now: i64) -> bool {
     at <= now && now - at < LOOKUP_EVERY_MS
+}
+
+/// How many lookups of missing tags may query the store at once.
+const MAX_CONCURRENT_LOOKUPS: usize = 2;
+
+/// Waits up to `wait` for a lookup's answer (the tag is then in the cache if found).
+pub(super) async fn answered(mut answer: Answer, wait: Duration) {
+    // An error means the lookup task is gone (its runtime shut down): nothing to wait for.
+    let _ = tokio::time::timeout(wait, answer.wait_for(Option::is_some)).await;
+}
+
+/// The lookups of missing tags in one process.
+#[derive(Debug)]
+pub(super) struct LookupState {
+    /// The fork epoch they belong to.
+    pub(super) epoch: u64,
+    pub(super) lookups: Lookups,
+    /// At most [`MAX_CONCURRENT_LOOKUPS`] query the store at once.
+    pub(super) slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl LookupState {
+    pub(super) fn new(epoch: u64) -> LookupState {
+        LookupState {
+            epoch,
+            lookups: Lookups::default(),
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_LOOKUPS)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::step;
 use crate::clock::{self, Clock};
+use crate::error::{Error, Result};
 
 /// How a [`SegmentGenerator`](super::SegmentGenerator) behaves. `Default` gives
 /// Leaf's values; a setter of each field's name changes one:
@@ -122,5 +123,26 @@ impl SegmentOptions {
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
         self
+    }
+}
+
+impl SegmentOptions {
+    /// Refuses options no generator can run with (checked at connect).
+    pub(super) fn validate(&self) -> Result<()> {
+        crate::limits::tag_count(self.tags.len() as u64)?;
+        if self.max_step <= 0 || self.max_step > i32::MAX as i64 {
+            return Err(Error::InvalidConfig(format!(
+                "max_step {} out of range; use 1..=2147483647 (Leaf's default is 1000000)",
+                self.max_step
+            )));
+        }
+        if self.refresh_interval.is_zero() || self.refresh_interval > MAX_REFRESH_INTERVAL {
+            return Err(Error::InvalidConfig(format!(
+                "refresh_interval {:?} out of range; use above zero and at most {:?} (Leaf refreshes every 60 s)",
+                self.refresh_interval,
+                MAX_REFRESH_INTERVAL
+            )));
+        }
+        Ok(())
     }
 }

@@ -1,16 +1,21 @@
-//! Loading a tag's next segment from the store (a background task), and the errors a
-//! failed load leaves for callers.
+//! Loading a tag's next segment from the store: the background task that asks the
+//! store for a range, checks it (a sane step, the high-water mark, `js_safe`), and
+//! publishes it into the ring's free slot, or records the failure for callers.
+//!
+//! Spawned only by `loading.rs`; what a failure reads like to callers is in
+//! `refill_error.rs`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::buffer::{NEXT_LOADING, NEXT_NONE, NEXT_READY};
-use super::generator::Inner;
-use super::step::next_step;
-use super::store::Allocation;
-use super::tag_buffer::{TagBuffer, REFILL_TIMEOUT};
+use super::TagBuffer;
 use crate::error::{Error, Result};
+use crate::segment::buffer::{NEXT_LOADING, NEXT_NONE, NEXT_READY};
+use crate::segment::loader::{Loader, REFILL_TIMEOUT};
+use crate::segment::options::JS_SAFE_LIMIT;
+use crate::segment::step::next_step;
+use crate::segment::store::Allocation;
 
 /// Clears the "loading" flag if a refill task is dropped before it finished (its
 /// runtime shut down, the task cancelled), so the tag does not wait on it forever.
@@ -38,12 +43,12 @@ impl Drop for LoadingFlag<'_> {
 }
 
 /// Loads the generation after the current one into its slot (runs on the runtime).
-pub(super) async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
+pub(super) async fn refill(loader: Arc<Loader>, buf: Arc<TagBuffer>) {
     let mut flag = LoadingFlag {
         buf: &buf,
         done: false,
     };
-    let now = inner.opts.clock.now_millis();
+    let now = loader.opts.clock.now_millis();
     let request = {
         let st = buf.lock();
         if !st.initialized || st.update_ts == 0 {
@@ -51,11 +56,16 @@ pub(super) async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
             None
         } else {
             let lasted = Duration::from_millis(now.saturating_sub(st.update_ts).max(0) as u64);
-            Some(next_step(st.step, st.min_step, lasted, inner.opts.max_step))
+            Some(next_step(
+                st.step,
+                st.min_step,
+                lasted,
+                loader.opts.max_step,
+            ))
         }
     };
     let started = Instant::now();
-    let result = match inner.store() {
+    let result = match loader.store() {
         Ok(store) => {
             match tokio::time::timeout(REFILL_TIMEOUT, store.allocate(&buf.tag, request)).await {
                 Ok(result) => result.and_then(|a| check_allocation(&buf.tag, a, request)),
@@ -81,13 +91,13 @@ pub(super) async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
         // Checked first, as before the marks: a lowered row is that, not a js_safe end.
         // (A segment refused below raises the mark anyway: the store handed those ids
         // out and will not again, so a higher mark refuses nothing it should accept.)
-        inner.high_water.admit(&buf.tag, start, alloc.max_id, step)?;
-        if inner.opts.js_safe && start >= super::JS_SAFE_LIMIT {
+        loader.high_water.admit(&buf.tag, start, alloc.max_id, step)?;
+        if loader.opts.js_safe && start >= JS_SAFE_LIMIT {
             return Err(Error::InvalidConfig(format!(
                 "tag {:?} reached 2^53 ({}), the largest id a JavaScript number holds exactly, and this \
                  generator is js_safe; move the tag's ids to strings or turn js_safe off",
                 buf.tag,
-                super::JS_SAFE_LIMIT
+                JS_SAFE_LIMIT
             )));
         }
         Ok((alloc, step))
@@ -101,12 +111,12 @@ pub(super) async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
             st.step = step;
             st.min_step = alloc.step;
             let mut len = step as u64;
-            if inner.opts.js_safe {
+            if loader.opts.js_safe {
                 // Checked above: the segment starts below the limit.
-                len = len.min((super::JS_SAFE_LIMIT - (alloc.max_id - step)) as u64);
+                len = len.min((JS_SAFE_LIMIT - (alloc.max_id - step)) as u64);
             }
             // Leaf preloads once more than 10% of a segment is used.
-            let preload_at = if inner.opts.double_buffer {
+            let preload_at = if loader.opts.double_buffer {
                 len / 10
             } else {
                 u64::MAX
@@ -125,7 +135,7 @@ pub(super) async fn refill(inner: Arc<Inner>, buf: Arc<TagBuffer>) {
             tracing::debug!(tag = %buf.tag, max_id = alloc.max_id, step, ?elapsed, "segment loaded");
             buf.wake(&st);
         }
-        Err(e) => buf.failed(&inner, &mut st, e),
+        Err(e) => buf.failed(&loader, &mut st, e),
     }
 }
 
@@ -155,40 +165,4 @@ fn check_allocation(
         )));
     }
     Ok((alloc, step))
-}
-
-/// A fresh copy of a stored refill error for one more caller: configuration and data
-/// errors stay what they are (permanent), only transient ones say "unavailable".
-pub(super) fn replay(e: Option<&Error>, tag: &str) -> Error {
-    match e {
-        Some(Error::TagNotFound { .. }) => Error::TagNotFound { tag: tag.into() },
-        Some(e) => copy_error(e),
-        None => Error::store(format!("refill of tag {tag:?} failed")),
-    }
-}
-
-/// `Error` is not `Clone` (it may hold an `io::Error`); this copies what the slow path
-/// keeps, and keeps each variant's kind and source (see `Error::copy`).
-pub(crate) fn copy_error(e: &Error) -> Error {
-    e.copy()
-}
-
-/// The cause a `SegmentsExhausted` reports: the last refill error (text and source);
-/// with none yet and a refill still `loading` after the caller's `waited`, "the store
-/// has not answered within …" (kind `TimedOut`), so an outage shows as one even when
-/// the caller's wait ends before the first attempt does; "none" when nothing runs.
-pub(super) fn exhausted_cause(
-    last: Option<&Error>,
-    loading: bool,
-    waited: Duration,
-) -> (String, Option<crate::error::Cause>) {
-    match last {
-        Some(e) => (e.to_string(), e.cause().cloned()),
-        None if loading && !waited.is_zero() => {
-            let text = format!("none yet: the store has not answered within {waited:?}");
-            let cause = crate::error::Cause::timed_out(text.clone());
-            (text, Some(cause))
-        }
-        None => ("none".to_string(), None),
-    }
 }

@@ -1,0 +1,159 @@
+//! The calls that issue ids from one tag, as the generator and its handles make them:
+//! one id, a run, a batch all-or-nothing, each also async. The common case is the hot
+//! path (a fork check and an atomic add on the ring, no lock); everything else goes to
+//! `slow_path.rs`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::TagBuffer;
+use crate::error::{counted, Mode, Result};
+use crate::segment::buffer::Taken;
+use crate::segment::loader::Loader;
+
+impl TagBuffer {
+    #[inline(always)]
+    pub(in crate::segment) fn next_id(self: &Arc<Self>, loader: &Arc<Loader>) -> Result<i64> {
+        match self.try_next_id(loader) {
+            Some(id) => Ok(id),
+            // Errors are counted here, off the path that took an id.
+            None => counted(
+                self.slow(loader, 1, loader.opts.wait_timeout)
+                    .map(|t| t.first),
+                Mode::Segment,
+            ),
+        }
+    }
+
+    #[inline(always)]
+    pub(in crate::segment) fn try_next_id(self: &Arc<Self>, loader: &Arc<Loader>) -> Option<i64> {
+        if !self.fresh() {
+            return None;
+        }
+        let t = self.ring.take_one()?;
+        if t.wants_preload {
+            self.maybe_preload(loader);
+        }
+        Some(t.first)
+    }
+
+    /// [`next_id`](Self::next_id) that never waits: the slow path with no time to wait.
+    #[inline(always)]
+    pub(in crate::segment) fn next_id_now(self: &Arc<Self>, loader: &Arc<Loader>) -> Result<i64> {
+        match self.try_next_id(loader) {
+            Some(id) => Ok(id),
+            None => counted(
+                self.slow(loader, 1, Duration::ZERO).map(|t| t.first),
+                Mode::Segment,
+            ),
+        }
+    }
+
+    /// [`next_id_now`](Self::next_id_now) without counting its error: the async calls'
+    /// first attempt, whose error is not final (they count what they return).
+    #[inline(always)]
+    pub(in crate::segment) fn next_id_now_quiet(
+        self: &Arc<Self>,
+        loader: &Arc<Loader>,
+    ) -> Result<i64> {
+        match self.try_next_id(loader) {
+            Some(id) => Ok(id),
+            None => self.slow(loader, 1, Duration::ZERO).map(|t| t.first),
+        }
+    }
+
+    pub(in crate::segment) fn fill(
+        self: &Arc<Self>,
+        loader: &Arc<Loader>,
+        out: &mut [i64],
+        wait: Duration,
+    ) -> Result<()> {
+        let mut done = 0;
+        while done < out.len() {
+            let want = (out.len() - done) as u64;
+            let taken = match self.take_fast(loader, want) {
+                Some(t) => t,
+                None => self.slow(loader, want, wait)?,
+            };
+            done += write_run(&mut out[done..], taken);
+        }
+        Ok(())
+    }
+
+    /// `n` ids when the current segment holds them all, without the slow path and
+    /// without waiting; `None` (nothing taken) otherwise, so a batch is never split
+    /// around ids others take before it completes.
+    pub(in crate::segment) fn batch_at_hand(
+        self: &Arc<Self>,
+        loader: &Arc<Loader>,
+        n: usize,
+    ) -> Option<Vec<i64>> {
+        if !self.fresh() {
+            return None;
+        }
+        let taken = self.ring.take_exact(n as u64)?;
+        if taken.wants_preload {
+            self.maybe_preload(loader);
+        }
+        let mut out = vec![0; n];
+        write_run(&mut out, taken);
+        Some(out)
+    }
+
+    /// Up to `want` ids from the current segment without the slow path.
+    #[inline]
+    pub(in crate::segment) fn take_fast(
+        self: &Arc<Self>,
+        loader: &Arc<Loader>,
+        want: u64,
+    ) -> Option<Taken> {
+        // `fresh` first: its Acquire must come before the take it guards.
+        if !self.fresh() {
+            return None;
+        }
+        let t = self.ring.take_many(want)?;
+        if t.wants_preload {
+            self.maybe_preload(loader);
+        }
+        Some(t)
+    }
+
+    /// [`next_id`](Self::next_id) for async callers (runs on the core's runtime).
+    pub(in crate::segment) async fn next_id_async(
+        self: Arc<Self>,
+        loader: Arc<Loader>,
+    ) -> Result<i64> {
+        match self.try_next_id(&loader) {
+            Some(id) => Ok(id),
+            None => self.slow_async(&loader, 1).await.map(|t| t.first),
+        }
+    }
+
+    /// [`fill`](Self::fill) for async callers (runs on the core's runtime).
+    pub(in crate::segment) async fn fill_async(
+        self: Arc<Self>,
+        loader: Arc<Loader>,
+        n: usize,
+    ) -> Result<Vec<i64>> {
+        let mut out = vec![0; n];
+        let mut done = 0;
+        while done < n {
+            let want = (n - done) as u64;
+            let taken = match self.take_fast(&loader, want) {
+                Some(t) => t,
+                None => self.slow_async(&loader, want).await?,
+            };
+            done += write_run(&mut out[done..], taken);
+        }
+        Ok(out)
+    }
+}
+
+/// Writes the run `taken` to the front of `out`; returns how many ids it wrote.
+fn write_run(out: &mut [i64], taken: Taken) -> usize {
+    let count = taken.count as usize;
+    for (k, slot) in out[..count].iter_mut().enumerate() {
+        *slot = taken.first + k as i64;
+    }
+    count
+}

@@ -1,7 +1,7 @@
 //! A faithful simulator of the NotFound9 fork's `zk_recycle` server
 //! (`RecyclableZookeeperHolder` + `SnowflakeIDGenImpl`), for tests that run leafid
 //! beside it (the registry adversary matrix, branch wt-matrix, and
-//! `recycle_foreign.rs`).
+//! `tests/registry/zookeeper_recycle/beside_fork.rs`).
 //!
 //! What it does, step by step as the fork's `init()` (leaf-spec.md §3.4):
 //! 1. If `/snowflake/{name}/recycle/notuse` does not exist, `initAllNode` creates

@@ -1,7 +1,7 @@
 //! A faithful simulator of one Java Leaf server in snowflake mode, for tests that run
 //! leafid beside Java Leaf: `SnowflakeZookeeperHolder.init()` and `SnowflakeIDGenImpl`
 //! of Meituan-Dianping/Leaf 1.0.1, step for step, over the project's own ZooKeeper
-//! client. Include it with `#[path = "support/java_leaf.rs"] mod java_leaf;`.
+//! client. Include it with `#[path]` (see `tests/registry/main.rs`).
 //!
 //! What it does, as Java does it:
 //! - `init()`: `exists(/snowflake/{name}/forever)`; when missing, creates the node

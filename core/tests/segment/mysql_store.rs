@@ -1,15 +1,14 @@
 //! Segment mode against the real MariaDB started by `scripts/services.sh`
 //! (`LEAFID_MYSQL_URL`): uniqueness across generators and threads, restarts, a Java
 //! Leaf server's SQL running alongside. The database going away mid-run is in
-//! `segment_mysql_outage.rs`, its own test binary, so it cannot disturb these tests.
+//! `tests/outage/mysql_restart.rs`, its own test binary, so it cannot disturb these tests.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[path = "support/mysql.rs"]
-mod mysql;
+use crate::support::mysql;
 
 use mysql::{connect, create, fresh_tag, mysql_url};
 

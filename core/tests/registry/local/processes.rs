@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
+use crate::support::self_exec::test_name;
 use leafid::snowflake::registry::WorkerCache;
 use leafid::{Error, RegistryConfig, SnowflakeGenerator};
 
@@ -89,7 +90,7 @@ fn spawn_child_with(mut command: Command, dir: &Path, cache: &Path) -> Worker {
         .args([
             "--ignored",
             "--exact",
-            "child_process_entry",
+            test_name(module_path!(), "child_process_entry").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -372,7 +373,7 @@ fn fork_child_check(now: bool) {
     cmd.args([
         "--ignored",
         "--exact",
-        "fork_entry",
+        test_name(module_path!(), "fork_entry").as_str(),
         "--nocapture",
         "--test-threads=1",
     ])

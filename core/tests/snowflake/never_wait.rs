@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use leafid::{Error, SnowflakeGenerator};
 
-#[path = "support/delay_proxy.rs"]
-mod delay_proxy;
+use crate::support::delay_proxy;
 use delay_proxy::DelayProxy;
 
 /// How long any step may take before the test calls it a hang.

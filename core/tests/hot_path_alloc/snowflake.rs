@@ -2,8 +2,7 @@
 //! while it takes a million ids one by one and in batches through `fill` (heartbeats
 //! run on the background runtime, not on the caller's thread).
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
+use crate::counting_alloc;
 
 use counting_alloc::allocations_during;
 

@@ -7,8 +7,7 @@
 //!   stops; the ids both issued meanwhile (the residual window) are counted and printed;
 //! - leafid closed, then the fork server restarts: it takes its normal path and uploads.
 
-#[path = "support/fork_mysql.rs"]
-mod fork_mysql;
+use crate::support::fork_mysql;
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;

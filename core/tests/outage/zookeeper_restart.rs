@@ -1,6 +1,6 @@
 //! ZooKeeper registries while the real ZooKeeper named by the environment is stopped
 //! and started (by `scripts/services.sh stop|start zookeeper` with the same `LEAFID_*`
-//! variables). Its own test binary, so no other test sees the outage; the tests here
+//! variables), in the outage test binary, so no other test sees the outage; the tests here
 //! run one at a time through a lock. Develop against a private copy (see
 //! notes/common.md: `LEAFID_SERVICES_DIR=/tmp/x LEAFID_ZK_PORT=… scripts/services.sh start zookeeper`).
 

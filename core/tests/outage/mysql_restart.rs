@@ -8,8 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-#[path = "support/mysql.rs"]
-mod mysql;
+use crate::support::mysql;
 
 use mysql::{connect, create, fresh_tag};
 

@@ -8,10 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-#[path = "support/delay_proxy.rs"]
-mod delay_proxy;
-#[path = "support/mysql.rs"]
-mod mysql;
+use crate::support::delay_proxy;
+use crate::support::mysql;
 
 use leafid::clock::ManualClock;
 use leafid::runtime::{block_on, BoxFuture};

@@ -7,10 +7,8 @@
 //! and, because the record looks fresh, without the takeover watch. The assertion is
 //! the invariant (no id twice); a failure is the finding.
 
-#[path = "support/delay_proxy.rs"]
-mod delay_proxy;
-#[path = "support/fork_mysql.rs"]
-mod fork_mysql;
+use crate::support::delay_proxy;
+use crate::support::fork_mysql;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

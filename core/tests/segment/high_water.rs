@@ -5,9 +5,7 @@
 //! ids went from 250 back to 101). On the memory store, SQLite and the real MariaDB,
 //! through every public way to take ids.
 
-#[path = "support/mysql.rs"]
-#[allow(dead_code)] // this file uses part of it
-mod mysql;
+use crate::support::mysql;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

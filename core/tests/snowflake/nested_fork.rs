@@ -13,6 +13,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::support::self_exec::test_name;
 use leafid::snowflake::registry::{CacheEntry, WorkerCache};
 use leafid::{Error, RegistryConfig, SnowflakeGenerator};
 
@@ -156,7 +157,7 @@ fn a_grandchild_forked_mid_reacquire_gets_a_worker_id() {
         .args([
             "--ignored",
             "--exact",
-            "nested_fork_entry",
+            test_name(module_path!(), "nested_fork_entry").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -1,6 +1,7 @@
 //! Several processes on one host share one SQLite file (the embedded default) and
 //! never issue the same id. The test binary re-runs itself as the worker processes.
 
+use crate::support::self_exec::test_name;
 use std::collections::HashSet;
 use std::process::Command;
 
@@ -46,7 +47,12 @@ fn processes_sharing_a_sqlite_file_never_share_an_id() {
         .map(|i| {
             let out = dir.path().join(format!("out-{i}.txt"));
             let child = Command::new(&exe)
-                .args(["--exact", "child_worker", "--nocapture", "--test-threads=1"])
+                .args([
+                    "--exact",
+                    test_name(module_path!(), "child_worker").as_str(),
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env("LEAFID_CHILD_DB", &db)
                 .env("LEAFID_CHILD_OUT", &out)
                 .stdout(std::process::Stdio::null())

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use leafid::snowflake::registry::{MysqlRegistry, WorkerRegistry, ZookeeperRegistry};
 use leafid::{Error, SnowflakeGenerator};
 
-#[path = "support/delay_proxy.rs"]
-mod delay_proxy;
+use crate::support::delay_proxy;
+use crate::support::self_exec::test_name;
 
 const URL_VAR: &str = "LEAFID_TEST_FAULT_URL";
 const CACHE_VAR: &str = "LEAFID_TEST_FAULT_CACHE";
@@ -217,7 +217,7 @@ fn run_child(mut command: Command, url: &str, cache: &Path) -> String {
         .args([
             "--ignored",
             "--exact",
-            "fault_child_entry",
+            test_name(module_path!(), "fault_child_entry").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])

@@ -9,8 +9,7 @@
 //! - row 4: the forever tree deleted under a live holder stops it at once and a new
 //!   identity that gets its id from the restarted sequence issues no duplicate.
 
-#[path = "support/java_leaf.rs"]
-mod java_leaf;
+use crate::support::java_leaf;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

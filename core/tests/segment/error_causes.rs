@@ -10,12 +10,9 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 
-#[path = "support/mysql.rs"]
-#[allow(dead_code)] // `connect` is for other test binaries
-mod mysql;
+use crate::support::mysql;
 
-#[path = "support/delay_proxy.rs"]
-mod delay_proxy;
+use crate::support::delay_proxy;
 
 use leafid::error::CauseKind;
 use leafid::{Error, SegmentGenerator, SegmentOptions};

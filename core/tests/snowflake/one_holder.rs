@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::self_exec::test_name;
 use leafid::snowflake::RegistryConfig;
 use leafid::{Error, SnowflakeGenerator};
 
@@ -101,7 +102,7 @@ fn spawn(mut command: Command, url: &str, cache: &Path) -> Child {
         .args([
             "--ignored",
             "--exact",
-            "one_holder_child_entry",
+            test_name(module_path!(), "one_holder_child_entry").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])

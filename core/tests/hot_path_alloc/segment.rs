@@ -2,8 +2,7 @@
 //! takes a million ids by handle and by tag name (preloads included, which run on the
 //! background runtime, not on the caller's thread).
 
-#[path = "support/counting_alloc.rs"]
-mod counting_alloc;
+use crate::counting_alloc;
 
 use counting_alloc::allocations_during;
 

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::self_exec::test_name;
 use leafid::SnowflakeGenerator;
 
 const URL_VAR: &str = "LEAFID_TEST_IDENTITY_URL";
@@ -95,7 +96,7 @@ fn spawn(url: &str, cwd: &Path, cache: &Path, out: Option<&Path>) -> Child_ {
         .args([
             "--ignored",
             "--exact",
-            "identity_child_entry",
+            test_name(module_path!(), "identity_child_entry").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])

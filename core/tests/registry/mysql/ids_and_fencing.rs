@@ -5,8 +5,7 @@
 //! foreign write or an operator's delete under a live holder stops it at once, and an
 //! older lease table is migrated.
 
-#[path = "support/fork_mysql.rs"]
-mod fork_mysql;
+use crate::support::fork_mysql;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::self_exec::test_name;
 use leafid::snowflake::registry::zk_client::Client as ZkClient;
 use leafid::snowflake::registry::{IssueLimit, WorkerRegistry, ZookeeperRecycleRegistry};
 use leafid::snowflake::LEAF_EPOCH_MS;
@@ -160,7 +161,7 @@ fn spawn_child(name: &str, cache: &std::path::Path) -> (Child, u32, Vec<i64>) {
         .args([
             "--ignored",
             "--exact",
-            "child_process_entry",
+            test_name(module_path!(), "child_process_entry").as_str(),
             "--nocapture",
             "--test-threads=1",
         ])

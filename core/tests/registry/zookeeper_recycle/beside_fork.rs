@@ -7,8 +7,7 @@
 //! moment the fork's `notuse` appears. Both sides issue at full speed; every id is
 //! collected and no id may appear twice.
 
-#[path = "support/fork_recycle.rs"]
-mod fork_recycle;
+use crate::support::fork_recycle;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,0 +1,70 @@
+//! The worker registries' integration tests, one test binary with a module per
+//! registry (`local:`, `mysql://`, `zookeeper://`, `zookeeper-recycle://`), each
+//! against the real services (`LEAFID_MYSQL_URL`, `LEAFID_ZK`: `source .services/env`)
+//! and beside the foreign writers it must live with (Java Leaf, the NotFound9 fork).
+//! One binary instead of one per file, because each test binary links the whole core
+//! (CI's link time).
+//!
+//! Not here: the guarantees every registry shares (`tests/snowflake/`), the registry
+//! adversary matrix (`tests/adversary/`, its own CI stage), ZooKeeper stopped mid-run
+//! (`tests/outage/`).
+//!
+//! Tests that start child processes re-run this binary on an `#[ignore]`d entry point,
+//! named with its module path ([`support::self_exec`]).
+//!
+//! Run one registry: `cargo test -p leafid --test registry zookeeper_recycle::`.
+
+/// Shared test support (`tests/support/`), the parts this binary uses.
+#[path = "../support"]
+mod support {
+    pub mod delay_proxy;
+    pub mod fork_mysql;
+    pub mod fork_recycle;
+    pub mod java_leaf;
+    pub mod self_exec;
+}
+
+/// `local:`: worker ids held through file locks by the processes of one host.
+mod local {
+    /// Distinct ids for live processes, a SIGKILLed holder's id free at once, fork.
+    mod processes;
+
+    /// A directory reached by two paths (a swapped symlink, a bind mount).
+    mod aliases;
+
+    /// Identities that mean one thing: relative paths, emptied directories, long paths.
+    mod identity;
+}
+
+/// `mysql://`: the Leaf fork's `leaf_workerid_alloc` table on the real MariaDB.
+mod mysql {
+    /// One id per ip:port, floors, no wrap, fencing and the lease table's migration.
+    mod ids_and_fencing;
+
+    /// Beside the fork's Java server on one row.
+    mod beside_fork;
+}
+
+/// `zookeeper://`: Leaf's forever mode on the real ZooKeeper.
+mod zookeeper {
+    /// Java Leaf's nodes respected, leafid's byte-compatible, the clock check, the range.
+    mod forever;
+
+    /// Beside a Java Leaf server on the same identity or tree.
+    mod beside_java_leaf;
+}
+
+/// `zookeeper-recycle://`: a pool of leased worker ids on the real ZooKeeper.
+mod zookeeper_recycle {
+    /// Live holders never share an id; freed ids come back with their floor.
+    mod pool;
+
+    /// Beside the fork's `zk_recycle` servers on the same tree.
+    mod beside_fork;
+
+    /// Records deleted or rewritten by an operator under a live holder.
+    mod operator_edits;
+}
+
+/// A reviewer's proofs: records wiped or restored under a cut-off holder.
+mod fencing_review;

@@ -1,0 +1,43 @@
+//! Segment mode's integration tests, one test binary: ids from a `leaf_alloc` table on
+//! the in-memory store, SQLite and the real MariaDB (`LEAFID_MYSQL_URL`: `source
+//! .services/env`), a module per behaviour. One binary instead of one per file, because
+//! each test binary links the whole core (CI's link time).
+//!
+//! Not here: the database stopped mid-run (`tests/outage/`, its own binary so no other
+//! test sees the outage), the hot path's allocations (`tests/hot_path_alloc/`, a global
+//! allocator) and the metrics text (`tests/metrics.rs`, which reads every live
+//! generator of the process).
+//!
+//! Run one module: `cargo test -p leafid --test segment high_water::`.
+
+/// Shared test support (`tests/support/`), the parts this binary uses.
+#[path = "../support"]
+mod support {
+    pub mod delay_proxy;
+    pub mod mysql;
+    pub mod self_exec;
+}
+
+/// The double buffer, the dynamic step, outages and the tag list on the in-memory store.
+mod memory_store;
+
+/// Uniqueness across generators, threads and restarts on the real MariaDB.
+mod mysql_store;
+
+/// Rows leafid refuses on SQLite, and tags whose ids would pass `i64::MAX`.
+mod sqlite_refused_rows;
+
+/// Processes sharing one SQLite file never issue one id twice.
+mod sqlite_shared_by_processes;
+
+/// A forked child drops its parent's segments.
+mod fork;
+
+/// A tag's ids never go backwards, whatever an operator does to its row.
+mod high_water;
+
+/// The calls that never wait, the async calls and tags usable at once.
+mod never_wait;
+
+/// Errors keep their driver's cause; an outage reads as one.
+mod error_causes;

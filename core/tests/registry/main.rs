@@ -66,5 +66,8 @@ mod zookeeper_recycle {
     mod operator_edits;
 }
 
+/// `statefulset:`: a StatefulSet pod's ordinal, its host claim and its floor file.
+mod statefulset;
+
 /// A reviewer's proofs: records wiped or restored under a cut-off holder.
 mod fencing_review;

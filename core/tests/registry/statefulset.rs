@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::self_exec::test_name;
 use leafid::snowflake::registry::statefulset::{ordinal, StatefulsetConfig, StatefulsetRegistry};
 use leafid::snowflake::registry::{IssueLimit, WorkerRegistry};
 use leafid::{Error, ManualClock, SnowflakeGenerator};
@@ -168,7 +169,12 @@ impl Child {
         use std::io::BufRead;
         let mut command = std::process::Command::new(std::env::current_exe().unwrap());
         command
-            .args(["--ignored", "--exact", "child_process_entry", "--nocapture"])
+            .args([
+                "--ignored",
+                "--exact",
+                &test_name(module_path!(), "child_process_entry"),
+                "--nocapture",
+            ])
             .env(HOST_VAR, host)
             .env(CACHE_VAR, cache)
             .env_remove(FLOOR_VAR);

@@ -52,6 +52,7 @@ pub mod redact;
 pub mod runtime;
 pub mod segment;
 pub mod snowflake;
+mod stats;
 
 pub use base62::{decode_base62, encode_base62};
 pub use cipher::IdCipher;

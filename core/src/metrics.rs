@@ -50,9 +50,8 @@ use prometheus_client::registry::Registry;
 /// The crate the families are encoded with, for [`register`]'s registry type.
 pub use prometheus_client;
 
-use crate::segment::REFILL_LATENCY_BOUNDS;
-use crate::snowflake::LeaseStatus;
-use crate::{RefillLatency, SnowflakeStats, TagStats};
+use crate::stats::segment::{RefillLatency, TagStats, REFILL_LATENCY_BOUNDS};
+use crate::stats::snowflake::{LeaseStatus, SnowflakeStats};
 
 /// What one live generator shows at a scrape.
 pub(crate) enum Snapshot {

@@ -318,7 +318,7 @@ impl SnowflakeGenerator {
     /// background and, if they never complete, the lease expires on the registry's side
     /// (safe: the bound persisted before already covers every id issued). Idempotent
     /// (a later call waits for the same release); every later call on any clone fails
-    /// with [`Error::Closed`]. On the core's own runtime threads it does not wait.
+    /// with [`Error::Closed`](crate::Error::Closed). On the core's own runtime threads it does not wait.
     pub fn close_within(&self, wait: Duration) -> bool {
         self.inner.core.begin_close();
         self.inner.core.wait_released(wait)
@@ -372,7 +372,7 @@ impl SnowflakeGenerator {
     /// Stops issuing, persists the exact last timestamp issued, releases the worker id
     /// and stops the heartbeat: [`close_within`](Self::close_within)`(`[`DEFAULT_CLOSE_WAIT`]`)`,
     /// so it blocks at most that long. Idempotent; every later call on any clone fails
-    /// with [`Error::Closed`]. Dropping the last clone closes without waiting at all.
+    /// with [`Error::Closed`](crate::Error::Closed). Dropping the last clone closes without waiting at all.
     pub fn close(&self) {
         self.close_within(DEFAULT_CLOSE_WAIT);
     }

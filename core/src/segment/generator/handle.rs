@@ -57,7 +57,7 @@ impl TagHandle {
 
     /// The next id without ever waiting: when none is at hand (segment spent and the
     /// next not loaded, first load pending, store down) it fails at once with
-    /// [`Error::SegmentsExhausted`] (or the refill's permanent error) and a refill runs
+    /// [`Error::SegmentsExhausted`](crate::Error::SegmentsExhausted) (or the refill's permanent error) and a refill runs
     /// in the background. No I/O and no wait on the caller's thread, on any path. For
     /// callers that must never block (Node's synchronous calls).
     #[inline]

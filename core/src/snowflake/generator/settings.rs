@@ -41,12 +41,12 @@ pub(super) struct Settings {
     pub(super) max_skew_ms: i64,
 }
 
-/// The default largest local-vs-registry clock difference ([`SnowflakeBuilder::max_skew`]).
+/// The default largest local-vs-registry clock difference ([`SnowflakeBuilder::max_skew`](crate::SnowflakeBuilder::max_skew)).
 pub const DEFAULT_MAX_SKEW: Duration = Duration::from_secs(5);
-/// How long [`SnowflakeGenerator::close`] waits for the registry before letting go
+/// How long [`SnowflakeGenerator::close`](crate::SnowflakeGenerator::close) waits for the registry before letting go
 /// (the lease then expires on the registry's side).
 pub const DEFAULT_CLOSE_WAIT: Duration = Duration::from_secs(3);
-/// How long [`SnowflakeGenerator::next_id_async`] keeps waiting for a transient cause
+/// How long [`SnowflakeGenerator::next_id_async`](crate::SnowflakeGenerator::next_id_async) keeps waiting for a transient cause
 /// (a late or failing heartbeat, a lease being re-acquired, a forked child's own worker
 /// id) before failing with it.
 pub const MAX_ASYNC_WAIT: Duration = Duration::from_secs(10);

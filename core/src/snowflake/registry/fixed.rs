@@ -4,7 +4,7 @@
 //! time floor comes from the local cache file alone, which the generator reads for
 //! every registry, so a restart with the clock set back is still refused.
 //!
-//! The URL grammar, `fixed:7` (or `fixed://7`), is here too ([`parse_url`]): it is one
+//! The URL grammar, `fixed:7` (or `fixed://7`), is here too (`parse_url`): it is one
 //! number.
 
 use std::sync::Arc;

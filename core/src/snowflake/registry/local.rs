@@ -43,8 +43,8 @@
 //! prefers a free id whose floor is already past, so a crashed holder's bound ahead of
 //! the clock never makes a newcomer wait while another id is free.
 //!
-//! The URL grammar, `local:///dir`, is here too ([`parse_url`]): it is the directory,
-//! checked by [`absolute_dir`].
+//! The URL grammar, `local:///dir`, is here too (`parse_url`): it is the directory,
+//! checked by `absolute_dir`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

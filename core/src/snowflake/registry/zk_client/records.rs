@@ -58,7 +58,7 @@ pub struct Stat {
     pub ephemeral_owner: i64,
 }
 
-/// One operation of an atomic [`Client::multi`].
+/// One operation of an atomic [`Client::multi`](super::Client::multi).
 #[derive(Debug, Clone)]
 pub enum Op<'a> {
     /// Fails the whole transaction unless `path` is at `version`.
@@ -75,7 +75,7 @@ pub enum Op<'a> {
     },
 }
 
-/// What one operation of a successful [`Client::multi`] returned.
+/// What one operation of a successful [`Client::multi`](super::Client::multi) returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpResult {
     /// A check passed.
@@ -88,7 +88,7 @@ pub enum OpResult {
     Delete,
 }
 
-/// Why a [`Client::multi`] failed: the index of the first failing operation and its error.
+/// Why a [`Client::multi`](super::Client::multi) failed: the index of the first failing operation and its error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MultiError {
     /// The first operation that failed, or `None` when the call itself failed.

@@ -13,24 +13,24 @@
 //!
 //! Every heartbeat writes, in one conditional transaction, the generator's bound (a time
 //! ahead of the clock) into leafid's own record `/snowflake/{name}/ids/{id}` and
-//! [`fence::foreign_timestamp`] of it (never ahead of the clock) as the forever node's
+//! [`fence::foreign_timestamp`](super::fence::foreign_timestamp) of it (never ahead of the clock) as the forever node's
 //! `timestamp`. Bounds only grow, except the final renew at close, which writes the exact
 //! last timestamp issued: that is safe because the generator has stopped issuing for good
 //! before it asks, so no id of this worker carries a later timestamp, and it lets a quick
 //! restart start at once instead of waiting out the heartbeat's look-ahead. A newcomer's
 //! floor is the larger of the forever node's timestamp and the id's leafid record.
 //!
-//! **The fencing rule** ([`fence`]):
+//! **The fencing rule** ([`fence`](super::fence)):
 //! 1. *Bound held by the registry*: issuing goes up to the bound in `ids/{id}`, written
 //!    only with a check of both nodes' versions as this holder last wrote them.
 //! 2. *Own record missing or changed is a lost lease at once*: a failed check or a
-//!    missing node at renew is [`Error::LeaseLost`], never "unavailable"; and between
+//!    missing node at renew is [`Error::LeaseLost`](crate::Error::LeaseLost), never "unavailable"; and between
 //!    renewals a ZooKeeper watch on the forever node (`guard`) lowers the issue limit the
 //!    moment the node is deleted or written by anyone else (a `mzxid` not its own), or
 //!    the session ends.
 //! 3. *Newcomers watch first* (`takeover`): a reused forever node is watched before the
-//!    first id, [`fence::TAKEOVER_WATCH_AFTER_RELEASE`] when its last write is a leafid
-//!    release marker, else [`fence::TAKEOVER_WATCH`] and until a recent write has aged
+//!    first id, [`fence::TAKEOVER_WATCH_AFTER_RELEASE`](super::fence::TAKEOVER_WATCH_AFTER_RELEASE) when its last write is a leafid
+//!    release marker, else [`fence::TAKEOVER_WATCH`](super::fence::TAKEOVER_WATCH) and until a recent write has aged
 //!    past [`JAVA_LIVE_WINDOW`]; a write meanwhile is `WorkerIdInUse` naming the likely
 //!    Java server. The worker id itself is claimed with an EPHEMERAL
 //!    `/snowflake/{name}/ids/{id}/live`: a forever tree deleted and recreated under live
@@ -47,11 +47,11 @@
 //!    A newcomer with no `ids/{id}` record for its worker id (a new node, or a tree
 //!    deleted by `deleteall /snowflake/{name}`: the sequence restarts at 0 and hands out
 //!    a cut-off holder's id) watches its node for
-//!    `max(`[`fence::TAKEOVER_WATCH`]`, 2/5 of its session timeout + `[`fence::TAKEOVER_MARGIN`]`)`
+//!    `max(`[`fence::TAKEOVER_WATCH`](super::fence::TAKEOVER_WATCH)`, 2/5 of its session timeout + `[`fence::TAKEOVER_MARGIN`](super::fence::TAKEOVER_MARGIN)`)`
 //!    (3.5 s at the default session timeout) before its first id: by then any holder of
 //!    the deleted tree has either seen the deletion (its watch) or suspended. A
 //!    re-acquire whose own last write is still the node's (its session expired) counts
-//!    as released: [`fence::TAKEOVER_WATCH_AFTER_RELEASE`].
+//!    as released: [`fence::TAKEOVER_WATCH_AFTER_RELEASE`](super::fence::TAKEOVER_WATCH_AFTER_RELEASE).
 //!
 //! The residual window: a Java server started on an identity a live leafid holds issues
 //! from its start but writes only 1 s later; until the guard sees that write both issue.
@@ -63,7 +63,7 @@
 //! - every leafid holder keeps an EPHEMERAL node `/snowflake/{name}/holders/{ip}:{port}/live`
 //!   (data `{"host","pid","since_ms"}`) while it issues; Java Leaf never reads
 //!   `/snowflake/{name}/holders`. A second claimant finds it and gets
-//!   [`Error::WorkerIdInUse`] naming the holder (or, when the holder was a process of this
+//!   [`Error::WorkerIdInUse`](crate::Error::WorkerIdInUse) naming the holder (or, when the holder was a process of this
 //!   host that has died, waits up to the session timeout for ZooKeeper to remove it).
 //!   Every renew first checks the node is still this session's.
 //! - a Java Leaf server counts as live while its forever node was written within

@@ -25,8 +25,8 @@
 //! Fence rule 5 (a holder out of touch stops): the session watcher stops issuing when
 //! the client reports the connection Disconnected (below); and a newcomer that finds
 //! neither `last/{id}` nor the pool record in `last/` (the tree deleted under a holder
-//! that is cut off, or a pool just made) waits `max(`[`fence::TAKEOVER_WATCH`]`, 2/5 of
-//! its session timeout + `[`fence::TAKEOVER_MARGIN`]`)` (3.5 s at the default 6 s)
+//! that is cut off, or a pool just made) waits `max(`[`fence::TAKEOVER_WATCH`](super::fence::TAKEOVER_WATCH)`, 2/5 of
+//! its session timeout + `[`fence::TAKEOVER_MARGIN`](super::fence::TAKEOVER_MARGIN)`)` (3.5 s at the default 6 s)
 //! before its first id, by which time such a holder has stopped (`floor.rs`).
 //!
 //! Fence rule 2: a lease node or `last/{id}` missing or changed under a live holder is

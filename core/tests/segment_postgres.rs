@@ -17,6 +17,9 @@ use leafid::{Error, SegmentGenerator, SegmentOptions};
 use sqlx::postgres::PgPoolOptions;
 use sqlx::Row;
 
+#[path = "support/delay_proxy.rs"]
+mod delay_proxy;
+
 /// `LEAFID_PG_URL`, or a panic that says how to get it.
 fn pg_url() -> String {
     std::env::var("LEAFID_PG_URL").expect(
@@ -323,6 +326,80 @@ fn a_refused_connection_keeps_the_io_error() {
         matches!(io, Some(sqlx::Error::Io(io)) if io.kind() == std::io::ErrorKind::ConnectionRefused),
         "{e:?}"
     );
+}
+
+/// The URL through a loopback proxy to the test database.
+fn via(proxy: &delay_proxy::DelayProxy) -> String {
+    url_with(|u| u.set_port(Some(proxy.addr.port())).unwrap())
+}
+
+fn proxy() -> delay_proxy::DelayProxy {
+    let upstream = url::Url::parse(&pg_url()).unwrap();
+    delay_proxy::DelayProxy::start(format!(
+        "{}:{}",
+        upstream.host_str().unwrap(),
+        upstream.port().unwrap_or(5432)
+    ))
+}
+
+#[test]
+fn a_silent_server_is_a_time_out() {
+    let proxy = proxy();
+    proxy.set_blackhole(true);
+    let e = connect_err(&via(&proxy));
+    assert!(matches!(e, Error::StoreUnavailable { .. }), "{e:?}");
+    assert_eq!(e.cause_kind(), Some(CauseKind::TimedOut), "{e}");
+    let source = e.source().and_then(|s| s.downcast_ref::<sqlx::Error>());
+    assert!(matches!(source, Some(sqlx::Error::PoolTimedOut)), "{e:?}");
+}
+
+/// The database cut off mid-run: a caller whose refill cannot be made hears why after
+/// its wait (never "none"), and once the database is back ids go on above every id
+/// issued before.
+#[test]
+fn an_outage_fails_callers_after_their_wait_and_ids_go_on_after_it() {
+    let proxy = proxy();
+    let gen = SegmentGenerator::connect_blocking(
+        &via(&proxy),
+        SegmentOptions::default().create_table(true),
+    )
+    .unwrap();
+    let tag = fresh_tag("outage");
+    create(&gen, &tag, 1, 5);
+    let mut issued = vec![gen.next_id(&tag).unwrap()];
+    proxy.set_down(true);
+    let e = loop {
+        match gen.next_id(&tag) {
+            Ok(id) => issued.push(id),
+            Err(e) => break e,
+        }
+        assert!(issued.len() < 1000, "no failure with the database down");
+    };
+    assert!(
+        matches!(
+            e,
+            Error::SegmentsExhausted { .. } | Error::StoreUnavailable { .. }
+        ),
+        "{e:?}"
+    );
+    assert!(!e.to_string().contains("none"), "{e}");
+    proxy.set_down(false);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let next = loop {
+        if let Ok(id) = gen.next_id(&tag) {
+            break id;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no id after the database came back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        next > *issued.iter().max().unwrap(),
+        "{next} after {issued:?}"
+    );
+    gen.close();
 }
 
 #[test]

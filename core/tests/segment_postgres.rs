@@ -590,3 +590,45 @@ fn behind_pgbouncer_in_transaction_mode_ids_stay_unique() {
     assert_eq!(all.len(), 120_000);
     assert!(a.stats().iter().any(|s| s.tag == tag && s.refills > 10));
 }
+
+/// `LEAFID_PG_TLS_URL` (a PostgreSQL that accepts only TLS: `hostssl` lines alone) and
+/// `LEAFID_PG_TLS_CA` (the CA file of its certificate, issued for 127.0.0.1), or a panic
+/// that says how to get them.
+#[cfg(feature = "tls")]
+fn pg_tls() -> (String, String) {
+    let var = |name: &str| {
+        std::env::var(name).unwrap_or_else(|_| {
+            panic!(
+                "{name} is not set: start a TLS-only PostgreSQL (scripts/services.sh) and export \
+                 LEAFID_PG_TLS_URL and LEAFID_PG_TLS_CA"
+            )
+        })
+    };
+    (var("LEAFID_PG_TLS_URL"), var("LEAFID_PG_TLS_CA"))
+}
+
+/// With the `tls` feature, `sslmode` is libpq's on a server that requires TLS:
+/// `verify-full` with the CA connects and issues; `disable` is refused by the server
+/// (its `pg_hba.conf`), and `verify-full` without the CA refuses the certificate.
+#[cfg(feature = "tls")]
+#[test]
+fn tls_sslmode_verify_full_connects_and_clear_text_is_refused() {
+    let (url, ca) = pg_tls();
+    let with = |query: &str| format!("{url}?{query}");
+    let verified = with(&format!("sslmode=verify-full&sslrootcert={ca}"));
+    let gen =
+        SegmentGenerator::connect_blocking(&verified, SegmentOptions::default().create_table(true))
+            .unwrap();
+    let tag = fresh_tag("tls");
+    create(&gen, &tag, 1, 10);
+    assert_eq!(gen.next_ids(&tag, 3).unwrap(), vec![1, 2, 3]);
+    gen.close();
+    let e = connect_err(&with("sslmode=disable"));
+    assert!(matches!(e, Error::AccessDenied { .. }), "{e:?}");
+    assert!(e.to_string().contains("pg_hba.conf"), "{e}");
+    let e = connect_err(&with("sslmode=verify-full"));
+    assert!(
+        matches!(e, Error::StoreUnavailable { .. }),
+        "an unknown CA must not connect: {e:?}"
+    );
+}

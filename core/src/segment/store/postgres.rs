@@ -71,10 +71,16 @@ impl std::fmt::Debug for PostgresStore {
 /// `tag` as an SQL literal. Tags are validated before they reach a store (no NUL, at
 /// most 128 characters); one that slips through is refused, never sent.
 fn tag_literal(tag: &str) -> Result<String> {
+    let refused = |reason: &str| Error::InvalidTag {
+        tag: tag.chars().take(40).collect(),
+        reason: reason.into(),
+    };
     if tag.chars().count() > MAX_TAG_LEN {
-        return Err(super::validate_tag(tag).unwrap_err());
+        return Err(refused(
+            "it is longer than 128 characters (leaf_alloc.biz_tag is varchar(128))",
+        ));
     }
-    literal(tag).ok_or_else(|| super::validate_tag(tag).unwrap_err())
+    literal(tag).ok_or_else(|| refused("it contains a NUL byte"))
 }
 
 impl PostgresStore {
@@ -349,6 +355,15 @@ impl SegmentStore for PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tag_no_row_can_hold_is_refused_before_any_sql() {
+        assert_eq!(tag_literal("o'k").unwrap(), "E'o''k'");
+        for bad in ["nul\0inside".to_string(), "x".repeat(129)] {
+            let e = tag_literal(&bad).unwrap_err();
+            assert!(matches!(e, Error::InvalidTag { .. }), "{e:?}");
+        }
+    }
 
     #[test]
     fn debug_never_shows_the_password() {

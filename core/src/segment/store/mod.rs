@@ -244,6 +244,22 @@ pub(crate) fn db_error(e: sqlx::Error) -> Error {
 
 #[cfg(test)]
 mod tests {
+    /// Both spellings libpq takes open the PostgreSQL store, with no I/O.
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_and_postgresql_urls_open_the_postgres_store() {
+        for url in [
+            "postgres://leaf:pw@127.0.0.1:5432/leaf",
+            "postgresql://leaf:pw@127.0.0.1/leaf?sslmode=disable",
+        ] {
+            let store = super::open(url).unwrap();
+            assert!(
+                format!("{store:?}").starts_with("PostgresStore"),
+                "{store:?}"
+            );
+        }
+    }
+
     /// Found by the `urls` fuzz target: a reason that quoted a piece of the URL.
     #[test]
     fn invalid_url_reasons_never_quote_the_password() {

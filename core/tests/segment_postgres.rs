@@ -1,96 +1,24 @@
 //! Segment mode against a real PostgreSQL (`LEAFID_PG_URL`, e.g.
 //! `postgres://leafid:leafid@127.0.0.1:5433/leafid`): the MySQL store's suite
 //! (`segment_mysql.rs`) on the `postgres://` store — uniqueness across threads and
-//! generators, restarts, a foreign writer's SQL alongside, the row guards, a row
-//! restored lower — plus what the user sees when the database refuses, and the same
-//! generator behind PgBouncer in transaction mode (`LEAFID_PGBOUNCER_URL`).
+//! generators, restarts, another writer's SQL alongside, tags that are only data, the
+//! missing table, the row guards, a row restored lower. What the user sees when the
+//! database refuses, goes silent or sits behind PgBouncer or TLS is in
+//! `segment_postgres_connections.rs`.
 
 use std::collections::HashSet;
-use std::error::Error as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use leafid::error::CauseKind;
 use leafid::runtime::block_on;
 use leafid::{Error, SegmentGenerator, SegmentOptions};
-use sqlx::postgres::PgPoolOptions;
 use sqlx::Row;
 
-#[path = "support/delay_proxy.rs"]
-mod delay_proxy;
+#[path = "support/postgres.rs"]
+mod postgres;
 
-/// `LEAFID_PG_URL`, or a panic that says how to get it.
-fn pg_url() -> String {
-    std::env::var("LEAFID_PG_URL").expect(
-        "LEAFID_PG_URL is not set: start PostgreSQL (scripts/services.sh) and export \
-         LEAFID_PG_URL=postgres://leafid:leafid@127.0.0.1:5433/leafid",
-    )
-}
-
-/// `LEAFID_PGBOUNCER_URL` (PgBouncer with `pool_mode = transaction` in front of the
-/// same database), or a panic that says how to get it.
-fn pgbouncer_url() -> String {
-    std::env::var("LEAFID_PGBOUNCER_URL").expect(
-        "LEAFID_PGBOUNCER_URL is not set: start PgBouncer in transaction mode in front of \
-         LEAFID_PG_URL's database (scripts/services.sh) and export its URL",
-    )
-}
-
-/// A tag name no other test (or earlier run) uses.
-fn fresh_tag(name: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{name}-{}-{nanos}", std::process::id())
-}
-
-/// A generator on the test database, creating `leaf_alloc` if needed.
-fn connect(opts: SegmentOptions) -> SegmentGenerator {
-    SegmentGenerator::connect_blocking(&pg_url(), opts.create_table(true)).unwrap()
-}
-
-fn create(gen: &SegmentGenerator, tag: &str, start: i64, step: i64) {
-    let (g, t) = (gen.clone(), tag.to_string());
-    block_on(async move { g.create_tag(&t, start, step, "test").await }).unwrap();
-}
-
-fn refresh(gen: &SegmentGenerator) {
-    let g = gen.clone();
-    block_on(async move { g.refresh().await }).unwrap();
-}
-
-/// Runs SQL on the test database directly, as an operator or another server would.
-fn sql<T: Send + 'static>(
-    f: impl for<'c> FnOnce(
-            sqlx::PgPool,
-        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send>>
-        + Send
-        + 'static,
-) -> T {
-    let url = pg_url();
-    block_on(async move {
-        let pool = PgPoolOptions::new()
-            .max_connections(2)
-            .connect(&url)
-            .await
-            .unwrap();
-        f(pool).await
-    })
-}
-
-/// The test database's URL with one part changed.
-fn url_with(change: impl FnOnce(&mut url::Url)) -> String {
-    let mut url = url::Url::parse(&pg_url()).unwrap();
-    change(&mut url);
-    url.to_string()
-}
-
-fn connect_err(url: &str) -> Error {
-    SegmentGenerator::connect_blocking(url, SegmentOptions::default())
-        .expect_err("connect must fail")
-}
+use postgres::{connect, create, fresh_tag, refresh, sql, url_with};
 
 #[test]
 fn two_generators_and_many_threads_never_share_an_id() {
@@ -312,143 +240,6 @@ fn a_missing_table_is_a_clear_error_until_create_table() {
 }
 
 #[test]
-fn a_refused_connection_keeps_the_io_error() {
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let e = connect_err(&url_with(|u| u.set_port(Some(port)).unwrap()));
-    assert!(matches!(e, Error::StoreUnavailable { .. }), "{e:?}");
-    assert_eq!(e.cause_kind(), Some(CauseKind::Refused), "{e}");
-    assert!(e.to_string().contains("PostgreSQL at 127.0.0.1"), "{e}");
-    let io = e.source().and_then(|s| s.downcast_ref::<sqlx::Error>());
-    assert!(
-        matches!(io, Some(sqlx::Error::Io(io)) if io.kind() == std::io::ErrorKind::ConnectionRefused),
-        "{e:?}"
-    );
-}
-
-/// The URL through a loopback proxy to the test database.
-fn via(proxy: &delay_proxy::DelayProxy) -> String {
-    url_with(|u| u.set_port(Some(proxy.addr.port())).unwrap())
-}
-
-fn proxy() -> delay_proxy::DelayProxy {
-    let upstream = url::Url::parse(&pg_url()).unwrap();
-    delay_proxy::DelayProxy::start(format!(
-        "{}:{}",
-        upstream.host_str().unwrap(),
-        upstream.port().unwrap_or(5432)
-    ))
-}
-
-#[test]
-fn a_silent_server_is_a_time_out() {
-    let proxy = proxy();
-    proxy.set_blackhole(true);
-    let e = connect_err(&via(&proxy));
-    assert!(matches!(e, Error::StoreUnavailable { .. }), "{e:?}");
-    assert_eq!(e.cause_kind(), Some(CauseKind::TimedOut), "{e}");
-    let source = e.source().and_then(|s| s.downcast_ref::<sqlx::Error>());
-    assert!(matches!(source, Some(sqlx::Error::PoolTimedOut)), "{e:?}");
-}
-
-/// The database cut off mid-run: a caller whose refill cannot be made hears why after
-/// its wait (never "none"), and once the database is back ids go on above every id
-/// issued before.
-#[test]
-fn an_outage_fails_callers_after_their_wait_and_ids_go_on_after_it() {
-    let proxy = proxy();
-    let gen = SegmentGenerator::connect_blocking(
-        &via(&proxy),
-        SegmentOptions::default().create_table(true),
-    )
-    .unwrap();
-    let tag = fresh_tag("outage");
-    create(&gen, &tag, 1, 5);
-    let mut issued = vec![gen.next_id(&tag).unwrap()];
-    proxy.set_down(true);
-    let e = loop {
-        match gen.next_id(&tag) {
-            Ok(id) => issued.push(id),
-            Err(e) => break e,
-        }
-        assert!(issued.len() < 1000, "no failure with the database down");
-    };
-    assert!(
-        matches!(
-            e,
-            Error::SegmentsExhausted { .. } | Error::StoreUnavailable { .. }
-        ),
-        "{e:?}"
-    );
-    assert!(!e.to_string().contains("none"), "{e}");
-    proxy.set_down(false);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let next = loop {
-        if let Ok(id) = gen.next_id(&tag) {
-            break id;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no id after the database came back"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(
-        next > *issued.iter().max().unwrap(),
-        "{next} after {issued:?}"
-    );
-    gen.close();
-}
-
-#[test]
-fn a_wrong_password_is_access_denied_and_never_shown() {
-    let e = connect_err(&url_with(|u| {
-        u.set_password(Some("not-the-password")).unwrap()
-    }));
-    assert!(matches!(e, Error::AccessDenied { .. }), "{e:?}");
-    assert_eq!(e.cause_kind(), Some(CauseKind::LoginRefused), "{e}");
-    assert!(!format!("{e} {e:?}").contains("not-the-password"), "{e}");
-}
-
-#[test]
-fn an_unknown_database_is_access_denied_not_found() {
-    let e = connect_err(&url_with(|u| {
-        u.set_path(&format!("/no_such_db_{}", std::process::id()))
-    }));
-    assert!(matches!(e, Error::AccessDenied { .. }), "{e:?}");
-    assert_eq!(e.cause_kind(), Some(CauseKind::NotFound), "{e}");
-}
-
-/// `sslmode` is libpq's: `disable` connects in clear, `require` on a server without
-/// TLS is refused rather than silently downgraded.
-#[test]
-fn sslmode_in_the_url_is_honoured() {
-    let clear = url_with(|u| {
-        u.query_pairs_mut().append_pair("sslmode", "disable");
-    });
-    let gen =
-        SegmentGenerator::connect_blocking(&clear, SegmentOptions::default().create_table(true))
-            .unwrap();
-    let tag = fresh_tag("ssl");
-    create(&gen, &tag, 1, 10);
-    assert_eq!(gen.next_id(&tag).unwrap(), 1);
-    // The test server has no TLS: `require` must fail, never fall back to clear text.
-    let url = url_with(|u| {
-        u.query_pairs_mut().append_pair("sslmode", "require");
-    });
-    let e = connect_err(&url);
-    assert!(matches!(e, Error::StoreUnavailable { .. }), "{e:?}");
-    assert!(e.to_string().to_lowercase().contains("tls"), "{e}");
-    let url = url_with(|u| {
-        u.query_pairs_mut().append_pair("sslmode", "bogus");
-    });
-    let e = connect_err(&url);
-    assert!(matches!(e, Error::InvalidUrl { .. }), "{e:?}");
-}
-
-#[test]
 fn create_tag_refuses_a_start_near_i64_max() {
     let gen = connect(SegmentOptions::default());
     let tag = fresh_tag("top");
@@ -552,83 +343,4 @@ fn a_row_restored_lower_is_refused_and_ids_never_go_back() {
     };
     assert!(refused, "the lowered row was admitted");
     assert!(next >= 201, "ids went backwards: {next} after 1..=200");
-}
-
-/// Behind PgBouncer in transaction mode each statement may run on another server
-/// connection: no prepared statement and no session state may be relied on. Two
-/// generators through it, many refills each: no error, no duplicate.
-#[test]
-fn behind_pgbouncer_in_transaction_mode_ids_stay_unique() {
-    let url = pgbouncer_url();
-    let opts = || {
-        SegmentOptions::default()
-            .create_table(true)
-            .wait_timeout(Duration::from_secs(10))
-    };
-    let a = SegmentGenerator::connect_blocking(&url, opts()).unwrap();
-    let b = SegmentGenerator::connect_blocking(&url, opts()).unwrap();
-    let tag = fresh_tag("bouncer");
-    create(&a, &tag, 1, 50);
-    refresh(&b);
-    let mut threads = vec![];
-    for gen in [&a, &b] {
-        for _ in 0..3 {
-            let h = gen.tag(&tag).unwrap();
-            threads.push(std::thread::spawn(move || {
-                (0..20_000)
-                    .map(|_| h.next_id().unwrap())
-                    .collect::<Vec<_>>()
-            }));
-        }
-    }
-    let mut all = HashSet::new();
-    for t in threads {
-        for id in t.join().unwrap() {
-            assert!(all.insert(id), "duplicate id {id}");
-        }
-    }
-    assert_eq!(all.len(), 120_000);
-    assert!(a.stats().iter().any(|s| s.tag == tag && s.refills > 10));
-}
-
-/// `LEAFID_PG_TLS_URL` (a PostgreSQL that accepts only TLS: `hostssl` lines alone) and
-/// `LEAFID_PG_TLS_CA` (the CA file of its certificate, issued for 127.0.0.1), or a panic
-/// that says how to get them.
-#[cfg(feature = "tls")]
-fn pg_tls() -> (String, String) {
-    let var = |name: &str| {
-        std::env::var(name).unwrap_or_else(|_| {
-            panic!(
-                "{name} is not set: start a TLS-only PostgreSQL (scripts/services.sh) and export \
-                 LEAFID_PG_TLS_URL and LEAFID_PG_TLS_CA"
-            )
-        })
-    };
-    (var("LEAFID_PG_TLS_URL"), var("LEAFID_PG_TLS_CA"))
-}
-
-/// With the `tls` feature, `sslmode` is libpq's on a server that requires TLS:
-/// `verify-full` with the CA connects and issues; `disable` is refused by the server
-/// (its `pg_hba.conf`), and `verify-full` without the CA refuses the certificate.
-#[cfg(feature = "tls")]
-#[test]
-fn tls_sslmode_verify_full_connects_and_clear_text_is_refused() {
-    let (url, ca) = pg_tls();
-    let with = |query: &str| format!("{url}?{query}");
-    let verified = with(&format!("sslmode=verify-full&sslrootcert={ca}"));
-    let gen =
-        SegmentGenerator::connect_blocking(&verified, SegmentOptions::default().create_table(true))
-            .unwrap();
-    let tag = fresh_tag("tls");
-    create(&gen, &tag, 1, 10);
-    assert_eq!(gen.next_ids(&tag, 3).unwrap(), vec![1, 2, 3]);
-    gen.close();
-    let e = connect_err(&with("sslmode=disable"));
-    assert!(matches!(e, Error::AccessDenied { .. }), "{e:?}");
-    assert!(e.to_string().contains("pg_hba.conf"), "{e}");
-    let e = connect_err(&with("sslmode=verify-full"));
-    assert!(
-        matches!(e, Error::StoreUnavailable { .. }),
-        "an unknown CA must not connect: {e:?}"
-    );
 }

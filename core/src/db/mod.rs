@@ -1,9 +1,10 @@
 //! The backend layer under both modes: how leafid reaches a database.
 //!
 //! The segment stores (`segment::store`) and the database worker registries
-//! (`snowflake::registry::mysql`, and the PostgreSQL registry to come) talk to the same servers and fail in the same ways; what
-//! they share lives here, once, and knows nothing of either mode (no file here names
-//! `segment` or `snowflake`; the modes import this layer, never each other):
+//! (`snowflake::registry::mysql`, and the PostgreSQL one to come) talk to the same
+//! servers and fail in the same ways; what they share lives here, once, and knows
+//! nothing of either mode (no file here names `segment` or `snowflake`; the modes
+//! import this layer, never each other):
 //!
 //! | file | job |
 //! |---|---|

@@ -15,6 +15,7 @@
 mod support {
     pub mod delay_proxy;
     pub mod mysql;
+    pub mod postgres;
     pub mod self_exec;
 }
 
@@ -23,6 +24,12 @@ mod memory_store;
 
 /// Uniqueness across generators, threads and restarts on the real MariaDB.
 mod mysql_store;
+
+/// `postgres://`: the MySQL store's cases on PostgreSQL.
+mod postgres_store;
+
+/// `postgres://`: refused, silent and lost connections, logins, sslmode, PgBouncer.
+mod postgres_connections;
 
 /// Rows leafid refuses on SQLite, and tags whose ids would pass `i64::MAX`.
 mod sqlite_refused_rows;

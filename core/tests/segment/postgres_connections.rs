@@ -11,13 +11,7 @@ use std::time::{Duration, Instant};
 use leafid::error::CauseKind;
 use leafid::{Error, SegmentGenerator, SegmentOptions};
 
-#[path = "support/postgres.rs"]
-mod postgres;
-
-#[path = "support/delay_proxy.rs"]
-mod delay_proxy;
-
-use postgres::{connect_err, create, fresh_tag, pg_url, refresh, url_with};
+use crate::support::postgres::{connect_err, create, fresh_tag, pg_url, refresh, url_with};
 
 /// `LEAFID_PGBOUNCER_URL` (PgBouncer with `pool_mode = transaction` in front of the
 /// same database), or a panic that says how to get it.
@@ -46,13 +40,13 @@ fn a_refused_connection_keeps_the_io_error() {
 }
 
 /// The URL through a loopback proxy to the test database.
-fn via(proxy: &delay_proxy::DelayProxy) -> String {
+fn via(proxy: &crate::support::delay_proxy::DelayProxy) -> String {
     url_with(|u| u.set_port(Some(proxy.addr.port())).unwrap())
 }
 
-fn proxy() -> delay_proxy::DelayProxy {
+fn proxy() -> crate::support::delay_proxy::DelayProxy {
     let upstream = url::Url::parse(&pg_url()).unwrap();
-    delay_proxy::DelayProxy::start(format!(
+    crate::support::delay_proxy::DelayProxy::start(format!(
         "{}:{}",
         upstream.host_str().unwrap(),
         upstream.port().unwrap_or(5432)

@@ -15,10 +15,7 @@ use leafid::runtime::block_on;
 use leafid::{Error, SegmentGenerator, SegmentOptions};
 use sqlx::Row;
 
-#[path = "support/postgres.rs"]
-mod postgres;
-
-use postgres::{connect, create, fresh_tag, refresh, sql, url_with};
+use crate::support::postgres::{connect, create, fresh_tag, refresh, sql, url_with};
 
 #[test]
 fn two_generators_and_many_threads_never_share_an_id() {

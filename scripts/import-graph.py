@@ -36,9 +36,12 @@ def module_of(src, path):
 
 def strip(text):
     """The file without comments, strings and a trailing `#[cfg(test)] mod tests { ... }`."""
-    text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    text = re.sub(r'r#*"(?:.|\n)*?"#*|"(?:\\.|[^"\\])*"', '""', text)
+    # One pass, so that a `//` inside a string ("mysql://…") is no comment and a quote
+    # inside a comment opens no string. Char literals first: '"' is no string either.
+    token = re.compile(
+        r"'(?:\\.|[^'\\])'|r(#*)\"(?:.|\n)*?\"\1|\"(?:\\.|[^\"\\])*\"|//[^\n]*|/\*(?:.|\n)*?\*/"
+    )
+    text = token.sub(lambda m: '""' if m.group(0)[0] in "r\"" else " ", text)
     m = re.search(r"#\[cfg\(test\)\]\s*(pub(\(\w+\))?\s+)?mod\s+\w+\s*\{", text)
     return text[: m.start()] if m else text
 

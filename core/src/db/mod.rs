@@ -23,7 +23,6 @@
 pub(crate) mod diagnosis;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
-#[cfg(feature = "sqlite")]
 pub(crate) mod network_fs;
 #[cfg(feature = "postgres")]
 pub(crate) mod postgres;

@@ -4,7 +4,7 @@
 //! client only, on NFS and its kin: a SQLite database there could hand two processes
 //! the same segment. Below both modes because both refuse such a path: the SQLite
 //! store here, and the snowflake registries' lock files (`local:`, the cache
-//! directory), whose `host_lock` is to use this one rather than a copy of its own.
+//! directory, through `host_lock`).
 
 use std::path::Path;
 
@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// The kind of network or cluster filesystem `dir` is on (`"NFS"`, `"FUSE"`, …), `None`
 /// for a local one. Shared by every user of file locks: `local:`, the cache directory's
 /// locks, and the SQLite segment store (whose locking is no more reliable there).
-pub(crate) fn network_fs(dir: &Path) -> Result<Option<&'static str>> {
+pub fn network_fs(dir: &Path) -> Result<Option<&'static str>> {
     const NFS: i64 = 0x6969;
     const SMB: i64 = 0x517b;
     const CIFS: i64 = 0xff53_4d42;

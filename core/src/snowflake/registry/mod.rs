@@ -35,6 +35,9 @@ pub mod local;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub mod mysql;
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "mysql", feature = "postgres"))))]
+pub mod pool;
 // Always built: the URL parser checks ZooKeeper connect strings with it, so a
 // `zookeeper://` URL is validated (and then refused by name) even without the feature.
 pub mod zk_client;

@@ -229,6 +229,22 @@ mod tests {
     }
 
     #[test]
+    fn postgres_urls_hide_the_password_in_user_info_and_query() {
+        assert_eq!(
+            url("postgres://app:s3cr@t@db:5432/leaf?sslmode=require"),
+            "postgres://app:***@db:5432/leaf?sslmode=require"
+        );
+        let shown = url(
+            "postgresql://db/leaf?user=app&password=s3cret&sslpassword=k3y&sslmode=verify-full",
+        );
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("k3y"),
+            "{shown}"
+        );
+        assert!(shown.contains("sslmode=verify-full"), "{shown}");
+    }
+
+    #[test]
     fn scrub_hides_quoted_pieces() {
         let u = "fixed:user:s3cr%40t@";
         assert_eq!(
@@ -273,7 +289,7 @@ mod tests {
             user in "[a-z]{1,8}",
             host in "[a-z0-9.]{1,20}",
             tail in prop_oneof![Just(""), Just("/db"), Just("/db?port=8080&ip=1.2.3.4"), Just(",h2:2181/leaf")],
-            scheme in prop_oneof![Just("mysql://"), Just("mariadb://"), Just("zookeeper://"), Just("zookeeper-recycle://"), Just("")],
+            scheme in prop_oneof![Just("mysql://"), Just("mariadb://"), Just("postgres://"), Just("postgresql://"), Just("zookeeper://"), Just("zookeeper-recycle://"), Just("")],
         ) {
             let others = format!("{scheme}{user}{host}{tail}");
             prop_assume!(!others.contains(password.as_str()));

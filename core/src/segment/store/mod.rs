@@ -8,6 +8,7 @@
 //! | URL | backend |
 //! |---|---|
 //! | `mysql://user:pass@host:3306/db` | [`mysql::MysqlStore`], Leaf's own table and SQL |
+//! | `postgres://user:pass@host:5432/db` (or `postgresql://`) | [`postgres::PostgresStore`], Leaf's table with PostgreSQL types, one statement per segment; works behind PgBouncer in transaction mode |
 //! | `sqlite://path/to/ids.db` | [`sqlite::SqliteStore`], the embedded default; several processes on one host may share the file |
 //! | `memory:` | [`memory::MemoryStore`], for tests of one process |
 
@@ -15,6 +16,9 @@ pub mod memory;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub mod mysql;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub mod sqlite;
@@ -97,6 +101,10 @@ pub fn open(url: &str) -> Result<Arc<dyn SegmentStore>> {
         "mysql" | "mariadb" => Ok(Arc::new(mysql::MysqlStore::new(url)?)),
         #[cfg(not(feature = "mysql"))]
         "mysql" | "mariadb" => Err(Error::feature_left_out(url, "mysql")),
+        #[cfg(feature = "postgres")]
+        "postgres" | "postgresql" => Ok(Arc::new(postgres::PostgresStore::new(url)?)),
+        #[cfg(not(feature = "postgres"))]
+        "postgres" | "postgresql" => Err(Error::feature_left_out(url, "postgres")),
         #[cfg(feature = "sqlite")]
         "sqlite" => Ok(Arc::new(sqlite::SqliteStore::new(url)?)),
         #[cfg(not(feature = "sqlite"))]
@@ -104,7 +112,8 @@ pub fn open(url: &str) -> Result<Arc<dyn SegmentStore>> {
         "memory" => Ok(Arc::new(memory::MemoryStore::new())),
         _ => Err(Error::invalid_url(
             url,
-            "expected mysql://user:pass@host:port/db, sqlite://path/to/file.db or memory:",
+            "expected mysql://user:pass@host:port/db, postgres://user:pass@host:port/db, \
+             sqlite://path/to/file.db or memory:",
         )),
     }
 }

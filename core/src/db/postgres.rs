@@ -1,0 +1,195 @@
+//! PostgreSQL as both modes reach it: the URL read into connect options, the lazily
+//! connected pool, what an SQLSTATE means, the server's clock, and the one way values
+//! reach a statement.
+//!
+//! # No session state, for PgBouncer in transaction mode
+//!
+//! Every statement leafid sends to PostgreSQL goes through the *simple* query protocol
+//! (`sqlx::raw_sql`): one `Query` message, one round trip, no prepared statement at
+//! all, named or unnamed. A pooler in transaction mode (PgBouncer, RDS Proxy, Supavisor,
+//! pgcat) may hand each transaction to another server connection; a named prepared
+//! statement made on one is missing on the next (PgBouncer before 1.21, or with
+//! `max_prepared_statements = 0`), and sqlx's unnamed ones (`persistent(false)`) are
+//! parsed in one round trip and bound in the next, which the pooler may route to
+//! another server. sqlx's `statement_cache_capacity(0)` is worse: each statement is
+//! still prepared under a new name, never closed. Values therefore travel as SQL
+//! literals: [`literal`] for text (an `E'…'` string, every quote and backslash
+//! escaped, so `standard_conforming_strings` does not matter; NUL is refused before),
+//! Rust integers as digits. Nothing else is interpolated.
+//!
+//! The connection's own startup parameters are the ones PgBouncer tracks
+//! (`client_encoding`, `DateStyle`, `TimeZone`); `extra_float_digits`, which PgBouncer
+//! refuses unless told to ignore it, is left out.
+//!
+//! # TLS
+//!
+//! `sslmode` (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`) and
+//! `sslrootcert` / `sslcert` / `sslkey` in the URL are sqlx's, as libpq reads them.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::Row;
+
+use crate::error::{Cause, CauseKind, Error, Result};
+
+/// `invalid_password` (28P01): the server refused the password.
+pub(crate) const INVALID_PASSWORD: &str = "28P01";
+
+/// `invalid_authorization_specification` (28000): no such role, or `pg_hba.conf`
+/// refuses this client.
+pub(crate) const INVALID_AUTHORIZATION: &str = "28000";
+
+/// `insufficient_privilege` (42501): the role may not touch the table.
+pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
+
+/// `invalid_catalog_name` (3D000): the URL names a database that does not exist.
+pub(crate) const INVALID_CATALOG_NAME: &str = "3D000";
+
+/// `undefined_table` (42P01): a statement named a table that does not exist.
+pub(crate) const UNDEFINED_TABLE: &str = "42P01";
+
+/// `duplicate_table` (42P07) and `unique_violation` (23505): what two concurrent
+/// `CREATE TABLE IF NOT EXISTS` may answer the one that loses the race (the catalog's
+/// own unique index on type names).
+pub(crate) const DUPLICATE_TABLE: &str = "42P07";
+
+/// `unique_violation` (23505).
+pub(crate) const UNIQUE_VIOLATION: &str = "23505";
+
+/// `untranslatable_character` (22P05) and `character_not_in_repertoire` (22021): text
+/// the database's encoding cannot hold (a `LATIN1` or `SQL_ASCII` database).
+pub(crate) const UNTRANSLATABLE: [&str; 2] = ["22P05", "22021"];
+
+/// Reads a `postgres://` or `postgresql://` URL (libpq's form, `sslmode` and all). No I/O.
+pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions> {
+    if crate::redact::ambiguous_user_info(url) {
+        return Err(Error::invalid_url(
+            url,
+            "the user or password holds a '/', which ends the host part of a URL: \
+             percent-encode it as %2F",
+        ));
+    }
+    let options = PgConnectOptions::from_str(url).map_err(|e| {
+        Error::invalid_url(
+            url,
+            format!("{e}; expected postgres://user:password@host:port/database[?sslmode=require]"),
+        )
+    })?;
+    // PgBouncer refuses a startup parameter it does not track; leafid reads no floats.
+    Ok(options.extra_float_digits(None))
+}
+
+/// The server as messages name it: "PostgreSQL at host:port".
+pub(crate) fn address(options: &PgConnectOptions) -> String {
+    format!(
+        "PostgreSQL at {}:{}",
+        options.get_host(),
+        options.get_port()
+    )
+}
+
+/// A pool of at most `max` connections that connects on first use, an acquire waiting
+/// at most `acquire_timeout`. Lazy so that building a store or registry does no I/O and
+/// needs no runtime context; the first statement runs on the background runtime.
+pub(crate) fn lazy_pool(options: &PgConnectOptions, max: u32, acquire_timeout: Duration) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(acquire_timeout)
+        .connect_lazy_with(options.clone())
+}
+
+/// The SQLSTATE of a statement (or login) the server refused, if it did.
+pub(crate) fn sqlstate(e: &sqlx::Error) -> Option<&str> {
+    match e {
+        sqlx::Error::Database(db) => db
+            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            .map(|pg| pg.code()),
+        _ => None,
+    }
+}
+
+/// What kind of failure a sqlx error against PostgreSQL is: a refused login (bad
+/// password, unknown role, `pg_hba.conf`), an unknown database, or the network's own
+/// refused / timed out / not found.
+pub(crate) fn kind(e: &sqlx::Error) -> CauseKind {
+    match e {
+        sqlx::Error::Io(io) => crate::error::cause::io_kind(io),
+        sqlx::Error::PoolTimedOut => CauseKind::TimedOut,
+        _ => match sqlstate(e) {
+            Some(INVALID_PASSWORD | INVALID_AUTHORIZATION) => CauseKind::LoginRefused,
+            Some(INVALID_CATALOG_NAME) => CauseKind::NotFound,
+            _ => CauseKind::Other,
+        },
+    }
+}
+
+/// A sqlx error against PostgreSQL as a leafid error's source, classified by [`kind`].
+pub(crate) fn cause(e: sqlx::Error) -> Cause {
+    Cause::new(kind(&e), e)
+}
+
+/// `text` as a PostgreSQL string literal: `E'…'` with every `\` and `'` doubled, read
+/// the same whatever `standard_conforming_strings` says. `None` for text holding a
+/// NUL, which no PostgreSQL text can hold.
+pub(crate) fn literal(text: &str) -> Option<String> {
+    if text.contains('\0') {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() + 3);
+    out.push_str("E'");
+    for c in text.chars() {
+        match c {
+            '\'' => out.push_str("''"),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    Some(out)
+}
+
+/// The database's clock in ms since the Unix epoch: `statement_timestamp()`, the start
+/// of this statement (as MySQL's `NOW(3)`; `now()` would be the transaction's start),
+/// truncated to the millisecond. One simple-protocol round trip.
+#[allow(dead_code)] // for the PostgreSQL worker registry (issue 23), whose leases run on it
+pub(crate) async fn now_ms<'c, E>(conn: E) -> std::result::Result<i64, sqlx::Error>
+where
+    E: sqlx::PgExecutor<'c>,
+{
+    let row = sqlx::raw_sql(
+        "SELECT floor(extract(epoch FROM statement_timestamp()) * 1000)::bigint AS now_ms",
+    )
+    .fetch_one(conn)
+    .await?;
+    row.try_get("now_ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_literal_escapes_quotes_and_backslashes_and_refuses_nul() {
+        assert_eq!(literal("order").unwrap(), "E'order'");
+        assert_eq!(literal("o'k").unwrap(), "E'o''k'");
+        assert_eq!(literal(r"a\'; DROP").unwrap(), r"E'a\\''; DROP'");
+        assert_eq!(literal("宅配").unwrap(), "E'宅配'");
+        assert!(literal("a\0b").is_none());
+    }
+
+    #[test]
+    fn a_password_with_a_slash_is_refused_without_showing_it() {
+        let e = connect_options("postgres://app:4711/Kq@127.0.0.1:5432/leafid").unwrap_err();
+        assert!(matches!(e, Error::InvalidUrl { .. }), "{e}");
+        assert!(!format!("{e} {e:?}").contains("4711"), "{e}");
+        for url in [
+            "postgres://app:s3cr3t@127.0.0.1:5432/leafid?sslmode=require",
+            "postgresql://app:s3cr3t@127.0.0.1/leafid",
+        ] {
+            let o = connect_options(url).unwrap();
+            assert_eq!(address(&o), "PostgreSQL at 127.0.0.1:5432");
+        }
+    }
+}

@@ -50,11 +50,19 @@ fn exec(base: &str, sql: &str) {
         #[cfg(feature = "postgres")]
         if base.starts_with("postgres") {
             let mut c = sqlx::PgConnection::connect(&base).await.expect("connect");
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("sql");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut c)
+                .await
+                .expect("sql");
             return;
         }
-        let mut c = sqlx::MySqlConnection::connect(&base).await.expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("sql");
+        let mut c = sqlx::MySqlConnection::connect(&base)
+            .await
+            .expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .expect("sql");
     });
 }
 
@@ -87,7 +95,11 @@ fn more_generators_than_ids(base: &str) {
     let text = e.to_string();
     assert!(text.contains("pool size 2"), "{text}");
     let me = format!("pid {}", std::process::id());
-    assert_eq!(text.matches(&me).count(), 2, "both live holders named: {text}");
+    assert_eq!(
+        text.matches(&me).count(),
+        2,
+        "both live holders named: {text}"
+    );
     // A holder that closes gives its id back at once.
     let gone = a.worker_id();
     a.close();
@@ -154,14 +166,20 @@ fn killed_holders_id_waits_for_its_lease(base: &str) {
     child.kill().unwrap();
     child.wait().unwrap();
     let mut bytes = Vec::new();
-    std::fs::File::open(&out).unwrap().read_to_end(&mut bytes).unwrap();
+    std::fs::File::open(&out)
+        .unwrap()
+        .read_to_end(&mut bytes)
+        .unwrap();
     let issued: Vec<i64> = bytes
         .chunks_exact(8)
         .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
         .collect();
     assert!(!issued.is_empty());
     let e = build(&url, dir.path()).unwrap_err();
-    assert!(matches!(e, Error::WorkerIdExhausted { size: 1, .. }), "right after the kill: {e}");
+    assert!(
+        matches!(e, Error::WorkerIdExhausted { size: 1, .. }),
+        "right after the kill: {e}"
+    );
     let deadline = Instant::now() + Duration::from_secs(60);
     let gen = loop {
         match build(&url, dir.path()) {
@@ -182,7 +200,13 @@ fn killed_holders_id_waits_for_its_lease(base: &str) {
 #[allow(clippy::zombie_processes)]
 fn spawn_child(url: &str, out: &std::path::Path) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--ignored", "--exact", "pool_child_entry", "--nocapture", "--test-threads=1"])
+        .args([
+            "--ignored",
+            "--exact",
+            "pool_child_entry",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_URL, url)
         .env(CHILD_OUT, out)
         .stdout(Stdio::piped())
@@ -263,4 +287,45 @@ fn mysql_a_row_rewritten_under_a_live_holder_is_lease_lost() {
 #[test]
 fn mysql_a_killed_holders_id_is_taken_only_after_its_lease() {
     killed_holders_id_waits_for_its_lease(&mysql());
+}
+
+#[cfg(feature = "postgres")]
+mod on_postgres {
+    use super::*;
+
+    #[test]
+    fn pg_more_generators_than_ids_get_the_exhaustion_error() {
+        more_generators_than_ids(&postgres());
+    }
+
+    #[test]
+    fn pg_a_released_id_floors_the_next_holder() {
+        released_id_floors_the_next_holder(&postgres());
+    }
+
+    #[test]
+    fn pg_ids_are_unique_across_holders_and_restarts() {
+        ids_unique_across_holders_and_restarts(&postgres());
+    }
+
+    #[test]
+    fn pg_a_row_deleted_under_a_live_holder_is_lease_lost() {
+        row_changed_under_a_live_holder_is_lease_lost(
+            &postgres(),
+            "DELETE FROM leafid_worker_pool WHERE pool = '{pool}'",
+        );
+    }
+
+    #[test]
+    fn pg_a_row_rewritten_under_a_live_holder_is_lease_lost() {
+        row_changed_under_a_live_holder_is_lease_lost(
+            &postgres(),
+            "UPDATE leafid_worker_pool SET bound_ms = 0 WHERE pool = '{pool}'",
+        );
+    }
+
+    #[test]
+    fn pg_a_killed_holders_id_is_taken_only_after_its_lease() {
+        killed_holders_id_waits_for_its_lease(&postgres());
+    }
 }

@@ -63,31 +63,37 @@ impl PoolRegistry {
         for _ in 0..ATTEMPTS {
             let (slots, now) = self.call("read the pool", |b| b.list(pool)).await?;
             let taken = match self.choose(&slots, now, size)? {
-                Step::Take(slot, force) => {
-                    self.call("take a worker id", |b| b.take(pool, &slot, force, &taker))
-                        .await?
-                        .then_some(slot.worker_id)
-                }
+                Step::Take(slot, force) => self
+                    .call("take a worker id", |b| b.take(pool, &slot, force, &taker))
+                    .await?
+                    .then_some(slot.worker_id),
                 Step::Insert(id) => {
                     let identity = match &self.claim {
                         Claim::Identity { ip_port } => Some(ip_port.as_str()),
                         Claim::Any { .. } => None,
                     };
-                    self.call("insert a worker id", |b| b.insert(pool, id, identity, &taker))
-                        .await?
-                        .then_some(id)
+                    self.call("insert a worker id", |b| {
+                        b.insert(pool, id, identity, &taker)
+                    })
+                    .await?
+                    .then_some(id)
                 }
             };
             let Some(id) = taken else { continue };
             // The floor is read once the row is ours: every earlier holder's renew was
             // conditional on its own token, so none can commit after the take.
-            let own = self.call("read the taken row", |b| b.read_own(pool, id)).await?;
+            let own = self
+                .call("read the taken row", |b| b.read_own(pool, id))
+                .await?;
             let bound_ms = match own {
                 Some(o) if o.holder == self.token => o.bound_ms,
                 _ => {
                     return Err(fence::lost(
                         id as u32,
-                        format!("the row of worker {id} in {} changed while it was being taken", self.shown()),
+                        format!(
+                            "the row of worker {id} in {} changed while it was being taken",
+                            self.shown()
+                        ),
                     ))
                 }
             };
@@ -121,7 +127,10 @@ impl PoolRegistry {
         let fresh = (!missing.is_empty()).then(|| missing[fastrand::usize(..missing.len())]);
         match &self.claim {
             Claim::Identity { ip_port } => {
-                match slots.iter().find(|s| s.identity.as_deref() == Some(ip_port)) {
+                match slots
+                    .iter()
+                    .find(|s| s.identity.as_deref() == Some(ip_port))
+                {
                     Some(s) if s.free(now) => Ok(Step::Take(s.clone(), false)),
                     Some(s) if holder_dead(s) => Ok(Step::Take(s.clone(), true)),
                     Some(s) => Err(Error::WorkerIdInUse {
@@ -130,7 +139,9 @@ impl PoolRegistry {
                         holder: live_holder(s, now),
                         advice: crate::snowflake::registry::IN_USE_ADVICE.into(),
                     }),
-                    None => fresh.map(Step::Insert).ok_or_else(|| self.exhausted(slots, now, size)),
+                    None => fresh
+                        .map(Step::Insert)
+                        .ok_or_else(|| self.exhausted(slots, now, size)),
                 }
             }
             Claim::Any { .. } => {
@@ -143,7 +154,9 @@ impl PoolRegistry {
                     let s = free[fastrand::usize(..free.len())];
                     return Ok(Step::Take(s.clone(), false));
                 }
-                fresh.map(Step::Insert).ok_or_else(|| self.exhausted(slots, now, size))
+                fresh
+                    .map(Step::Insert)
+                    .ok_or_else(|| self.exhausted(slots, now, size))
             }
         }
     }
@@ -176,7 +189,10 @@ fn live_holder(s: &Slot, now: i64) -> String {
     let who = serde_json::from_str::<Holder>(&s.holder_info)
         .map(|h| h.to_string())
         .unwrap_or_else(|_| "another process".into());
-    format!("{who}, lease {} ms more unless renewed", (s.expires_ms - now).max(0))
+    format!(
+        "{who}, lease {} ms more unless renewed",
+        (s.expires_ms - now).max(0)
+    )
 }
 
 /// A holder of this host whose process has exited (SIGKILL, a crash): an identity's

@@ -174,7 +174,11 @@ impl PoolRegistry {
                 format!("pool {pool} in {} {}", self.backend.name(), self.shown_url)
             }
             Claim::Identity { ip_port } => {
-                format!("identity {ip_port} in {} {}", self.backend.name(), self.shown_url)
+                format!(
+                    "identity {ip_port} in {} {}",
+                    self.backend.name(),
+                    self.shown_url
+                )
             }
         }
     }
@@ -194,7 +198,10 @@ impl PoolRegistry {
                     self.backend.name(),
                     self.shown_url
                 );
-                Err(Error::registry_with(&text, crate::error::Cause::timed_out(text.clone())))
+                Err(Error::registry_with(
+                    &text,
+                    crate::error::Cause::timed_out(text.clone()),
+                ))
             }
         }
     }
@@ -252,7 +259,12 @@ impl PoolRegistry {
             written,
             poll,
         };
-        if let Some(p) = self.held.lock().unwrap_or_else(|p| p.into_inner()).replace(held) {
+        if let Some(p) = self
+            .held
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(held)
+        {
             p.poll.abort();
         }
         Ok(Lease {
@@ -289,7 +301,8 @@ impl PoolRegistry {
         let pool = self.pool_name();
         let r = tokio::time::timeout(
             CALL_TIMEOUT,
-            self.backend.renew(pool, id as i64, &self.token, term_ms, bound_ms),
+            self.backend
+                .renew(pool, id as i64, &self.token, term_ms, bound_ms),
         )
         .await;
         lock(&written).end(bound_ms, sent, matches!(r, Ok(Ok(true))));
@@ -298,13 +311,19 @@ impl PoolRegistry {
             Ok(Ok(false)) => {
                 return Err(fence::lost(
                     id,
-                    format!("the row of worker {id} in {} was taken by another process or deleted", self.shown()),
+                    format!(
+                        "the row of worker {id} in {} was taken by another process or deleted",
+                        self.shown()
+                    ),
                 ))
             }
             Ok(Err(e)) if self.backend.table_gone(&e) => {
                 return Err(fence::lost(
                     id,
-                    format!("the table of {} is gone ({e}): dropped or restored from a dump", self.shown()),
+                    format!(
+                        "the table of {} is gone ({e}): dropped or restored from a dump",
+                        self.shown()
+                    ),
                 ))
             }
             Ok(Err(e)) => return Err(self.backend.error(&self.shown_url, "renew", e).await),
@@ -366,7 +385,10 @@ impl WorkerRegistry for PoolRegistry {
     }
 
     fn take_clock_reading(&self) -> Option<ClockReading> {
-        self.reading.lock().unwrap_or_else(|p| p.into_inner()).take()
+        self.reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     fn describe(&self) -> String {
@@ -384,7 +406,8 @@ mod tests {
 
     #[test]
     fn debug_describe_and_errors_never_show_the_password() {
-        let r = PoolRegistry::from_url("mysql://leaf:s3cr3t@127.0.0.1:3306/leaf?pool=orders").unwrap();
+        let r =
+            PoolRegistry::from_url("mysql://leaf:s3cr3t@127.0.0.1:3306/leaf?pool=orders").unwrap();
         let shown = format!("{r:?} {} {}", r.describe(), r.shown());
         assert!(!shown.contains("s3cr3t"), "{shown}");
         assert!(r.host_identity().is_none());

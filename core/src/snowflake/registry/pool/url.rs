@@ -48,6 +48,8 @@ impl std::fmt::Debug for PoolConfig {
 
 /// True when `url` names a pool (a database URL with a `pool` parameter), so the
 /// configuration parser sends it here rather than to the identity registries.
+// Called by `RegistryConfig::parse` once it dispatches pool URLs here.
+#[allow(dead_code)]
 pub(crate) fn is_pool_url(url: &str) -> bool {
     dialect_of(url).is_some()
         && url::Url::parse(url.trim())
@@ -96,7 +98,12 @@ pub(crate) fn parse(url: &str) -> Result<PoolConfig> {
         None => None,
         Some(s) => match s.parse::<u32>() {
             Ok(n) if n >= 1 => Some(n),
-            _ => return Err(bad(url, format!("pool_size {s:?} is not a positive integer"))),
+            _ => {
+                return Err(bad(
+                    url,
+                    format!("pool_size {s:?} is not a positive integer"),
+                ))
+            }
         },
     };
     if rest.is_empty() {
@@ -120,9 +127,7 @@ pub(crate) fn check_name(url: &str, pool: &str) -> Result<()> {
     if pool.is_empty() || pool.len() > MAX_NAME || !plain {
         return Err(bad(
             url,
-            format!(
-                "pool name {pool:?} must be 1 to {MAX_NAME} letters, digits, '_', '.' or '-'"
-            ),
+            format!("pool name {pool:?} must be 1 to {MAX_NAME} letters, digits, '_', '.' or '-'"),
         ));
     }
     Ok(())
@@ -138,8 +143,8 @@ mod tests {
         assert_eq!(c.dialect, Dialect::Mysql);
         assert_eq!(c.url, "mysql://u:p@127.0.0.1:3307/leafid?ssl-mode=disabled");
         assert_eq!((c.pool.as_str(), c.size), ("orders", None));
-        let c = parse("postgresql://u@127.0.0.1/app?sslmode=require&pool=a.b-c_1&pool_size=3")
-            .unwrap();
+        let c =
+            parse("postgresql://u@127.0.0.1/app?sslmode=require&pool=a.b-c_1&pool_size=3").unwrap();
         assert_eq!(c.dialect, Dialect::Postgres);
         assert_eq!(c.url, "postgresql://u@127.0.0.1/app?sslmode=require");
         assert_eq!(c.size, Some(3));

@@ -196,12 +196,17 @@ impl PoolRegistry {
         let deadline = Instant::now() + watch;
         loop {
             tokio::time::sleep(POLL.min(deadline.saturating_duration_since(Instant::now()))).await;
-            let own = self.call("takeover watch", |b| b.read_own(self.pool_name(), id as i64));
+            let own = self.call("takeover watch", |b| {
+                b.read_own(self.pool_name(), id as i64)
+            });
             let own = own.await?;
             if let Some(why) = lost_because(&own, &self.token, &[seen]) {
                 return Err(fence::lost(
                     id,
-                    format!("the row of worker {id} in {} {why} while it was being taken", self.shown()),
+                    format!(
+                        "the row of worker {id} in {} {why} while it was being taken",
+                        self.shown()
+                    ),
                 ));
             }
             if Instant::now() >= deadline {
@@ -217,10 +222,12 @@ mod tests {
 
     #[test]
     fn a_row_is_lost_when_deleted_taken_or_rewritten() {
-        let mine = |b| Some(Own {
-            holder: "t".into(),
-            bound_ms: b,
-        });
+        let mine = |b| {
+            Some(Own {
+                holder: "t".into(),
+                bound_ms: b,
+            })
+        };
         assert_eq!(lost_because(&mine(Some(5)), "t", &[Some(5)]), None);
         assert!(lost_because(&None, "t", &[Some(5)]).is_some());
         assert!(lost_because(&mine(Some(6)), "t", &[Some(5)]).is_some());

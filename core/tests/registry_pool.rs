@@ -43,27 +43,28 @@ fn build(url: &str, cache: &std::path::Path) -> leafid::Result<SnowflakeGenerato
 }
 
 /// Runs `sql` on the database of `base` (MySQL or PostgreSQL).
-fn exec(base: &str, sql: &str) {
-    let (base, sql) = (base.to_string(), sql.to_string());
-    leafid::runtime::block_on(async move {
-        use sqlx::Connection;
-        #[cfg(feature = "postgres")]
-        if base.starts_with("postgres") {
-            let mut c = sqlx::PgConnection::connect(&base).await.expect("connect");
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&mut c)
-                .await
-                .expect("sql");
-            return;
-        }
-        let mut c = sqlx::MySqlConnection::connect(&base)
-            .await
-            .expect("connect");
+async fn run_sql(base: String, sql: String) {
+    use sqlx::Connection;
+    #[cfg(feature = "postgres")]
+    if base.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(&base).await.expect("connect");
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&mut c)
             .await
             .expect("sql");
-    });
+        return;
+    }
+    let mut c = sqlx::MySqlConnection::connect(&base)
+        .await
+        .expect("connect");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut c)
+        .await
+        .expect("sql");
+}
+
+fn exec(base: &str, sql: &str) {
+    leafid::runtime::block_on(run_sql(base.to_string(), sql.to_string()));
 }
 
 fn pool_name(url: &str) -> String {
@@ -152,6 +153,33 @@ fn row_changed_under_a_live_holder_is_lease_lost(base: &str, change: &str) {
     let e = until_error(&gen, Duration::from_secs(10)).expect("the holder stops issuing");
     assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
     gen.close();
+}
+
+/// A registry whose lease was lost while its row still names it (an operator rewrote
+/// the bound) takes its own id back at the next acquire, with the rewritten bound as
+/// its floor, instead of finding the one-id pool exhausted until its own lease expires.
+fn own_row_is_taken_back_after_a_lost_lease(base: &str) {
+    use leafid::snowflake::registry::{IssueLimit, WorkerRegistry};
+    let url = pool_url(base, "back", 1);
+    let r = PoolRegistry::from_url(&url).unwrap();
+    let sql = format!(
+        "UPDATE leafid_worker_pool SET bound_ms = 0 WHERE pool = '{}'",
+        pool_name(&url)
+    );
+    let base = base.to_string();
+    let (first, again) = leafid::runtime::block_on(async move {
+        let first = r.acquire(1023, IssueLimit::closed()).await.unwrap();
+        r.renew(&first, 1).await.unwrap();
+        run_sql(base, sql).await;
+        let again = r.acquire(1023, IssueLimit::closed()).await;
+        if let Ok(l) = &again {
+            r.release(l).await.unwrap();
+        }
+        (first, again)
+    });
+    let again = again.unwrap();
+    assert_eq!(again.worker_id, first.worker_id);
+    assert_eq!(again.floor_ms, 0);
 }
 
 /// A child holding the pool's one id, SIGKILLed: the id stays leased until its lease
@@ -285,6 +313,11 @@ fn mysql_a_row_rewritten_under_a_live_holder_is_lease_lost() {
 }
 
 #[test]
+fn mysql_a_registry_takes_its_own_row_back_after_a_lost_lease() {
+    own_row_is_taken_back_after_a_lost_lease(&mysql());
+}
+
+#[test]
 fn mysql_a_killed_holders_id_is_taken_only_after_its_lease() {
     killed_holders_id_waits_for_its_lease(&mysql());
 }
@@ -322,6 +355,11 @@ mod on_postgres {
             &postgres(),
             "UPDATE leafid_worker_pool SET bound_ms = 0 WHERE pool = '{pool}'",
         );
+    }
+
+    #[test]
+    fn pg_a_registry_takes_its_own_row_back_after_a_lost_lease() {
+        own_row_is_taken_back_after_a_lost_lease(&postgres());
     }
 
     #[test]

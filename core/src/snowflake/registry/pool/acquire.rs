@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::backend::{Slot, Taker};
+use super::rows::{Slot, Taker};
 use super::{Claim, PoolRegistry, FIRST_TERM};
 use crate::error::{Error, Result};
 use crate::snowflake::registry::fence;
@@ -132,7 +132,7 @@ impl PoolRegistry {
                     .find(|s| s.identity.as_deref() == Some(ip_port))
                 {
                     Some(s) if s.free(now) => Ok(Step::Take(s.clone(), false)),
-                    Some(s) if holder_dead(s) => Ok(Step::Take(s.clone(), true)),
+                    Some(s) if holder_dead(s) || self.ours(s) => Ok(Step::Take(s.clone(), true)),
                     Some(s) => Err(Error::WorkerIdInUse {
                         identity: format!("{} worker {}", self.shown(), s.worker_id),
                         worker_id: u32::try_from(s.worker_id).ok(),
@@ -150,6 +150,14 @@ impl PoolRegistry {
                     .iter()
                     .filter(|s| s.worker_id < size as i64 && s.free(now))
                     .collect();
+                // A row still naming this registry (a lease it lost to a rewritten bound,
+                // or whose release failed) is its own to take back first.
+                let mine = slots
+                    .iter()
+                    .find(|s| s.worker_id < size as i64 && self.ours(s));
+                if let Some(s) = mine {
+                    return Ok(Step::Take(s.clone(), true));
+                }
                 if !free.is_empty() {
                     let s = free[fastrand::usize(..free.len())];
                     return Ok(Step::Take(s.clone(), false));
@@ -159,6 +167,12 @@ impl PoolRegistry {
                     .ok_or_else(|| self.exhausted(slots, now, size))
             }
         }
+    }
+
+    /// True when `s` still names this registry's token: the take stays conditional on
+    /// it doing so, so no other holder can be displaced.
+    fn ours(&self, s: &Slot) -> bool {
+        s.holder == self.token
     }
 
     /// Every id of the pool leased: the error names the size and the live holders.

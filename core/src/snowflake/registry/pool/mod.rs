@@ -62,6 +62,7 @@ mod backend;
 mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod rows;
 mod url;
 mod watch;
 

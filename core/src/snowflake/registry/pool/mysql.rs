@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool};
 use sqlx::Row;
 
-use super::backend::{Own, Slot, Taker};
+use super::rows::{Own, Slot, Taker};
 use crate::db::mysql::{error_number, ER_NO_SUCH_TABLE};
 use crate::error::{Cause, Result};
 

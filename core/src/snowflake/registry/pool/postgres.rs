@@ -10,7 +10,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgPool};
 use sqlx::{AssertSqlSafe, Row};
 
-use super::backend::{Own, Slot, Taker};
+use super::rows::{Own, Slot, Taker};
 use crate::db::postgres::{self as pg, literal, sqlstate};
 use crate::error::{Cause, Result};
 

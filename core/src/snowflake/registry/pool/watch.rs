@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::backend::{Backend, Own};
+use super::backend::Backend;
+use super::rows::Own;
 use super::{PoolRegistry, CALL_TIMEOUT};
 use crate::error::Result;
 use crate::snowflake::registry::{fence, system_now_ms, IssueLimit};

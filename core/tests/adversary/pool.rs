@@ -100,3 +100,70 @@ fn table_dropped_under_a_live_holder() {
         vec![Spawn::url(&t.url)]
     });
 }
+
+/// The same pool on PostgreSQL (`LEAFID_PG_URL`): the standard rows, a pool name of its
+/// own per row in the shared database (its rows deleted afterwards).
+mod on_postgres {
+    use std::time::Duration;
+
+    use crate::harness::{unique, Registry, Target};
+    use crate::rows::matrix_rows;
+
+    /// The PostgreSQL pool row set.
+    pub struct PgPool;
+
+    fn base() -> url::Url {
+        let url = std::env::var("LEAFID_PG_URL")
+            .expect("LEAFID_PG_URL is not set: postgres://leafid:leafid@127.0.0.1:5433/leafid");
+        url::Url::parse(&url).expect("LEAFID_PG_URL")
+    }
+
+    /// Deletes its pool's rows when the row ends.
+    struct Forget(String);
+
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            let sql = format!("DELETE FROM leafid_worker_pool WHERE pool = '{}'", self.0);
+            leafid::runtime::block_on(async move {
+                use sqlx::Connection;
+                let mut c = sqlx::PgConnection::connect(base().as_str())
+                    .await
+                    .expect("connect");
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut c)
+                    .await
+                    .expect("sql");
+            });
+        }
+    }
+
+    impl Registry for PgPool {
+        fn name(&self) -> &'static str {
+            "postgres-pool"
+        }
+
+        fn target(&self, row: &str) -> Target {
+            let name = unique(&format!("pool{row}"));
+            let size = if matches!(row, "same" | "dirs") { 3 } else { 1 };
+            let mut url = base();
+            url.set_query(Some(&format!("pool={name}&pool_size={size}")));
+            let b = base();
+            Target {
+                url: url.to_string(),
+                upstream: Some(format!(
+                    "{}:{}",
+                    b.host_str().unwrap(),
+                    b.port().unwrap_or(5432)
+                )),
+                keep: vec![Box::new(Forget(name.clone()))],
+                name,
+            }
+        }
+
+        fn lease_life(&self) -> Option<Duration> {
+            Some(Duration::from_secs(13))
+        }
+    }
+
+    matrix_rows!(PgPool);
+}

@@ -10,7 +10,16 @@ use super::rows::{Slot, Taker};
 use super::{Claim, PoolRegistry, FIRST_TERM};
 use crate::error::{Error, Result};
 use crate::snowflake::registry::fence;
-use crate::snowflake::registry::host_lock::{host_name, pid_alive, Holder};
+#[cfg(any(feature = "mysql", feature = "zookeeper"))]
+use crate::snowflake::registry::host_lock::pid_alive;
+use crate::snowflake::registry::host_lock::{host_name, Holder};
+
+/// `host_lock::pid_alive` is built only with `mysql` or `zookeeper`; without them every
+/// holder counts as alive, which only means no early takeover (the lease is waited out).
+#[cfg(not(any(feature = "mysql", feature = "zookeeper")))]
+fn pid_alive(_pid: u32) -> bool {
+    true
+}
 
 /// How many times an acquire reads the pool again after losing a race for a row.
 const ATTEMPTS: usize = 32;

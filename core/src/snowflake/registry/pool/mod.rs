@@ -91,6 +91,7 @@ pub(crate) enum Claim {
     /// Any free id of `pool`, ids `0..size` (default: every id of the layout).
     Any { pool: String, size: Option<u32> },
     /// The id owned by `ip_port` (the PostgreSQL identity registry), pool name "".
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Identity { ip_port: String },
 }
 

@@ -153,7 +153,6 @@ pub(crate) fn literal(text: &str) -> Option<String> {
 /// The database's clock in ms since the Unix epoch: `statement_timestamp()`, the start
 /// of this statement (as MySQL's `NOW(3)`; `now()` would be the transaction's start),
 /// truncated to the millisecond. One simple-protocol round trip.
-#[allow(dead_code)] // for the PostgreSQL worker registry (issue 23), whose leases run on it
 pub(crate) async fn now_ms<'c, E>(conn: E) -> std::result::Result<i64, sqlx::Error>
 where
     E: sqlx::PgExecutor<'c>,

@@ -48,6 +48,8 @@ mod worker;
 mod fixed;
 mod local;
 mod mysql;
+mod pool;
+mod postgres;
 mod zookeeper;
 mod zookeeper_recycle;
 

@@ -69,5 +69,11 @@ mod zookeeper_recycle {
 /// `statefulset:`: a StatefulSet pod's ordinal, its host claim and its floor file.
 mod statefulset;
 
+/// `mysql://…?pool=` and `postgres://…?pool=`: worker-id pools leased on the database.
+mod database_pool;
+
+/// `postgres://…?port=`: the identity lease on PostgreSQL.
+mod postgres_identity;
+
 /// A reviewer's proofs: records wiped or restored under a cut-off holder.
 mod fencing_review;

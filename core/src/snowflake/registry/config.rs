@@ -93,6 +93,14 @@ pub enum RegistryConfig {
     /// `statefulset:[///floor-dir][?name=S&offset=N&hostname=H]` — a Kubernetes
     /// StatefulSet pod's ordinal plus an offset (`docs/kubernetes.md`).
     Statefulset(super::StatefulsetConfig),
+    /// `mysql://…/db?pool=NAME[&pool_size=N]` or `postgres://…/db?pool=NAME[&pool_size=N]`
+    /// — any free worker id of a named pool, leased by the database's clock.
+    #[cfg(any(feature = "mysql", feature = "postgres"))]
+    Pool(super::pool::PoolConfig),
+    /// `postgres://user:pass@host:port/db?port=P[&ip=A]` — the identity lease of `mysql`
+    /// on PostgreSQL.
+    #[cfg(feature = "postgres")]
+    Postgres(super::postgres::PostgresConfig),
 }
 
 impl std::fmt::Debug for RegistryConfig {
@@ -101,6 +109,10 @@ impl std::fmt::Debug for RegistryConfig {
         match self {
             RegistryConfig::Fixed(id) => f.debug_tuple("Fixed").field(id).finish(),
             RegistryConfig::Statefulset(c) => f.debug_tuple("Statefulset").field(c).finish(),
+            #[cfg(any(feature = "mysql", feature = "postgres"))]
+            RegistryConfig::Pool(c) => f.debug_tuple("Pool").field(c).finish(),
+            #[cfg(feature = "postgres")]
+            RegistryConfig::Postgres(c) => f.debug_tuple("Postgres").field(c).finish(),
             RegistryConfig::Local { dir } => f.debug_struct("Local").field("dir", dir).finish(),
             RegistryConfig::Zookeeper {
                 connect,
@@ -199,6 +211,17 @@ impl RegistryConfig {
                 connect_timeout_ms: u.connect_timeout_ms,
             });
         }
+        // Before `mysql://`: a pool is any database URL with `?pool=`.
+        #[cfg(any(feature = "mysql", feature = "postgres"))]
+        if super::pool::is_pool_url(url) {
+            return Ok(RegistryConfig::Pool(super::pool::parse(url)?));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            #[cfg(feature = "postgres")]
+            return Ok(RegistryConfig::Postgres(super::postgres::parse(url)?));
+            #[cfg(not(feature = "postgres"))]
+            return Err(Error::feature_left_out(url, "postgres"));
+        }
         if url.starts_with("mysql://") {
             let u = mysql_url::parse(url)?;
             return Ok(RegistryConfig::Mysql {
@@ -250,6 +273,10 @@ impl RegistryConfig {
             }
             #[cfg(not(feature = "mysql"))]
             RegistryConfig::Mysql { url, .. } => Err(Error::feature_left_out(url, "mysql")),
+            #[cfg(any(feature = "mysql", feature = "postgres"))]
+            RegistryConfig::Pool(c) => Ok(Arc::new(super::pool::PoolRegistry::new(c)?)),
+            #[cfg(feature = "postgres")]
+            RegistryConfig::Postgres(c) => Ok(Arc::new(super::postgres::PostgresRegistry::new(c)?)),
             #[cfg(not(feature = "zookeeper"))]
             RegistryConfig::Zookeeper { .. } | RegistryConfig::ZookeeperRecycle { .. } => Err(
                 Error::feature_left_out(&format!("{}://", self.scheme()), "zookeeper"),
@@ -282,6 +309,13 @@ impl RegistryConfig {
             RegistryConfig::ZookeeperRecycle { .. } => "zookeeper-recycle",
             RegistryConfig::Mysql { .. } => "mysql",
             RegistryConfig::Statefulset(_) => "statefulset",
+            #[cfg(any(feature = "mysql", feature = "postgres"))]
+            RegistryConfig::Pool(c) => match c.dialect {
+                super::pool::Dialect::Mysql => "mysql-pool",
+                super::pool::Dialect::Postgres => "postgres-pool",
+            },
+            #[cfg(feature = "postgres")]
+            RegistryConfig::Postgres(_) => "postgres",
         }
     }
 
@@ -292,7 +326,16 @@ impl RegistryConfig {
         matches!(
             self,
             RegistryConfig::Local { .. } | RegistryConfig::ZookeeperRecycle { .. }
-        )
+        ) || self.is_pool()
+    }
+
+    /// True for a pool on a database (`?pool=`), whose every process gets its own id.
+    fn is_pool(&self) -> bool {
+        #[cfg(any(feature = "mysql", feature = "postgres"))]
+        if let RegistryConfig::Pool(_) = self {
+            return true;
+        }
+        false
     }
 }
 
@@ -385,5 +428,25 @@ mod tests {
         ))
         .unwrap();
         assert!(!format!("{m:?}").contains(secret), "{m:?}");
+    }
+
+    #[cfg(all(feature = "mysql", feature = "postgres"))]
+    #[test]
+    fn database_pools_and_postgres_identities_are_dispatched() {
+        let c = RegistryConfig::parse("mysql://u:p@127.0.0.1/db?pool=orders&pool_size=8").unwrap();
+        assert_eq!(c.scheme(), "mysql-pool");
+        assert!(c.reacquires_after_fork());
+        let c = RegistryConfig::parse("postgresql://u:p@127.0.0.1/db?pool=orders").unwrap();
+        assert_eq!(c.scheme(), "postgres-pool");
+        let c =
+            RegistryConfig::parse("postgres://u:secret@127.0.0.1/db?port=80&ip=10.0.0.1").unwrap();
+        assert_eq!(c.scheme(), "postgres");
+        assert!(!c.reacquires_after_fork());
+        assert!(!format!("{c:?}").contains("secret"));
+        let e = RegistryConfig::parse("postgres://u:p@127.0.0.1/db").unwrap_err();
+        assert!(e.to_string().contains("?pool=NAME"), "{e}");
+        // The identity form of mysql:// is unchanged.
+        let c = RegistryConfig::parse("mysql://u:p@127.0.0.1/db?port=80&ip=10.0.0.1").unwrap();
+        assert_eq!(c.scheme(), "mysql");
     }
 }

@@ -239,7 +239,7 @@ fn read_holder(file: &mut File) -> Option<Holder> {
 }
 
 /// Whether process `pid` on this host is alive (`kill(pid, 0)`; EPERM means alive).
-#[cfg(any(feature = "mysql", feature = "zookeeper"))] // the registries that record a holder's pid
+#[cfg(any(feature = "mysql", feature = "postgres", feature = "zookeeper"))] // the registries that record a holder's pid
 pub(crate) fn pid_alive(pid: u32) -> bool {
     let Ok(pid) = libc::pid_t::try_from(pid) else {
         return false;

@@ -15,6 +15,8 @@
 //! - `zookeeper` — Leaf's `/snowflake/{name}/forever` layout, byte-compatible with Java Leaf;
 //! - `zookeeper-recycle` — a pool of ids leased with the ZooKeeper session;
 //! - `mysql` — the Leaf fork's `leaf_workerid_alloc` table;
+//! - `postgres` — the identity lease of `mysql` on PostgreSQL;
+//! - [`pool`] — any free id of a named pool, leased on MySQL or PostgreSQL;
 //! - `local` — file locks in a directory on one host;
 //! - `fixed` — an id from configuration;
 //! - `statefulset` — a Kubernetes StatefulSet pod's ordinal.
@@ -36,6 +38,12 @@ pub mod local;
 #[cfg(feature = "mysql")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mysql")))]
 pub mod mysql;
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "mysql", feature = "postgres"))))]
+pub mod pool;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 pub mod statefulset;
 // Always built: the URL parser checks ZooKeeper connect strings with it, so a
 // `zookeeper://` URL is validated (and then refused by name) even without the feature.

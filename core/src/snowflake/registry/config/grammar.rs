@@ -13,7 +13,9 @@ const FORMS: &str = "fixed:7 | local:///var/lib/leafid/workers | \
 zookeeper://[user:pass@]127.0.0.1:2181[,host:port…][/chroot…]/leafname?port=8080 | \
 zookeeper-recycle://[user:pass@]127.0.0.1:2181[/chroot…]/pool | \
 mysql://user:pass@127.0.0.1:3306/db?port=8080 | \
-statefulset:///var/lib/leafid/floor?name=orders";
+statefulset:///var/lib/leafid/floor?name=orders | \
+postgres://user:pass@127.0.0.1:5432/db?port=8080 | \
+mysql://…/db?pool=NAME[&pool_size=N] | postgres://…/db?pool=NAME[&pool_size=N]";
 
 /// `InvalidUrl` for `url`: `reason`, then the forms that work.
 pub(in crate::snowflake::registry) fn bad(url: &str, reason: impl std::fmt::Display) -> Error {

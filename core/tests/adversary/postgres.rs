@@ -1,0 +1,112 @@
+//! `postgres://…?port=`: the identity registry on PostgreSQL (issue 23), against
+//! `LEAFID_PG_URL`. Every row gets an identity of its own (`127.0.0.1:<port>`, deleted
+//! afterwards, so test identities never use up the 1 024 ids). Its own adversaries:
+//! the holder's row deleted or rewritten under it, then its identity started again
+//! through another path (another host, for the host lock).
+
+use std::time::Duration;
+
+use crate::harness::{unique, Registry, Spawn, Target};
+use crate::rows::{matrix_rows, tampered};
+
+/// The `postgres` row set.
+pub struct Postgres;
+
+/// `LEAFID_PG_URL`.
+fn base() -> url::Url {
+    let url = std::env::var("LEAFID_PG_URL")
+        .expect("LEAFID_PG_URL is not set: postgres://leafid:leafid@127.0.0.1:5433/leafid");
+    url::Url::parse(&url).expect("LEAFID_PG_URL")
+}
+
+/// Runs `sql` on `LEAFID_PG_URL`.
+fn exec(sql: &str) {
+    let sql = sql.to_string();
+    leafid::runtime::block_on(async move {
+        use sqlx::Connection;
+        let mut c = sqlx::PgConnection::connect(base().as_str())
+            .await
+            .expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .expect("sql");
+    });
+}
+
+/// Deletes its identity's row when the row ends.
+struct Identity(String);
+
+impl Drop for Identity {
+    fn drop(&mut self) {
+        exec(&format!(
+            "DELETE FROM leafid_worker_pool WHERE pool = '' AND identity = '{}'",
+            self.0
+        ));
+    }
+}
+
+impl Registry for Postgres {
+    fn name(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn target(&self, row: &str) -> Target {
+        let name = unique(row);
+        // A port from the unique name: no other row or run has it.
+        let port = 1 + name
+            .bytes()
+            .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
+            % 65000;
+        let mut url = base();
+        url.set_query(Some(&format!("port={port}&ip=127.0.0.1")));
+        let b = base();
+        Target {
+            url: url.to_string(),
+            upstream: Some(format!(
+                "{}:{}",
+                b.host_str().unwrap(),
+                b.port().unwrap_or(5432)
+            )),
+            keep: vec![Box::new(Identity(format!("127.0.0.1:{port}")))],
+            name: format!("127.0.0.1:{port}"),
+        }
+    }
+
+    /// The lease runs until the holder's last bound (the 6 s lookahead) plus its 5 s
+    /// grace.
+    fn lease_life(&self) -> Option<Duration> {
+        Some(Duration::from_secs(13))
+    }
+}
+
+matrix_rows!(Postgres);
+
+/// The holder's row deleted: its identity on another path inserts it afresh.
+#[test]
+fn row_deleted_under_a_live_holder() {
+    let t = Postgres.target("delete");
+    let alias = t.proxy().unwrap();
+    tampered(&Postgres, "row DELETEd under holder", &t, |_| {
+        exec(&format!(
+            "DELETE FROM leafid_worker_pool WHERE pool = '' AND identity = '{}'",
+            t.name
+        ));
+        vec![Spawn::url(&t.via(&alias).unwrap())]
+    });
+}
+
+/// The holder's row rewritten to look released with an old bound (a restored dump).
+#[test]
+fn row_rewritten_as_released_under_a_live_holder() {
+    let t = Postgres.target("rewrite");
+    let alias = t.proxy().unwrap();
+    tampered(&Postgres, "row rewritten released, bound 0", &t, |_| {
+        exec(&format!(
+            "UPDATE leafid_worker_pool SET holder = '', expires_ms = 0, bound_ms = 0 \
+             WHERE pool = '' AND identity = '{}'",
+            t.name
+        ));
+        vec![Spawn::url(&t.via(&alias).unwrap())]
+    });
+}

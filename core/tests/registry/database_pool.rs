@@ -1,0 +1,369 @@
+//! Worker-id pools on the database (issue 23), against the real MariaDB
+//! (`LEAFID_MYSQL_URL`) and PostgreSQL (`LEAFID_PG_URL`): more generators than ids,
+//! a holder SIGKILLed (a child process: this test binary re-run), ids unique across
+//! holders and restarts, a row deleted or rewritten under a live holder. Every test
+//! uses a pool name of its own in the shared database.
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leafid::snowflake::registry::pool::PoolRegistry;
+use leafid::{Error, SnowflakeGenerator};
+
+const CHILD_URL: &str = "LEAFID_TEST_POOL_CHILD_URL";
+const CHILD_OUT: &str = "LEAFID_TEST_POOL_CHILD_OUT";
+
+fn mysql() -> String {
+    std::env::var("LEAFID_MYSQL_URL").expect("LEAFID_MYSQL_URL is not set: source .services/env")
+}
+
+#[cfg(feature = "postgres")]
+fn postgres() -> String {
+    std::env::var("LEAFID_PG_URL").expect("LEAFID_PG_URL is not set (postgres://…:5433/leafid)")
+}
+
+/// A pool URL of a name no other test or run uses.
+fn pool_url(base: &str, test: &str, size: u32) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let name = format!("t_{test}_{}_{}", std::process::id(), nanos % 1_000_000_000);
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}pool={name}&pool_size={size}")
+}
+
+fn build(url: &str, cache: &std::path::Path) -> leafid::Result<SnowflakeGenerator> {
+    SnowflakeGenerator::builder()
+        .custom_registry(Arc::new(PoolRegistry::from_url(url)?))
+        .cache_dir(cache)
+        .build_blocking()
+}
+
+/// Runs `sql` on the database of `base` (MySQL or PostgreSQL).
+async fn run_sql(base: String, sql: String) {
+    use sqlx::Connection;
+    #[cfg(feature = "postgres")]
+    if base.starts_with("postgres") {
+        let mut c = sqlx::PgConnection::connect(&base).await.expect("connect");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .expect("sql");
+        return;
+    }
+    let mut c = sqlx::MySqlConnection::connect(&base)
+        .await
+        .expect("connect");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut c)
+        .await
+        .expect("sql");
+}
+
+fn exec(base: &str, sql: &str) {
+    leafid::runtime::block_on(run_sql(base.to_string(), sql.to_string()));
+}
+
+fn pool_name(url: &str) -> String {
+    let u = url::Url::parse(url).unwrap();
+    let name = u.query_pairs().find(|(k, _)| k == "pool").unwrap().1;
+    name.into_owned()
+}
+
+/// Issues until `next_id` fails, at most `within`; returns the error.
+fn until_error(gen: &SnowflakeGenerator, within: Duration) -> Option<Error> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Err(e) = gen.next_id() {
+            return Some(e);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
+}
+
+fn more_generators_than_ids(base: &str) {
+    let url = pool_url(base, "exhaust", 2);
+    let dir = tempfile::tempdir().unwrap();
+    let a = build(&url, dir.path()).unwrap();
+    let b = build(&url, dir.path()).unwrap();
+    assert_ne!(a.worker_id(), b.worker_id());
+    let e = build(&url, dir.path()).unwrap_err();
+    assert!(matches!(e, Error::WorkerIdExhausted { size: 2, .. }), "{e}");
+    let text = e.to_string();
+    assert!(text.contains("pool size 2"), "{text}");
+    let me = format!("pid {}", std::process::id());
+    assert_eq!(
+        text.matches(&me).count(),
+        2,
+        "both live holders named: {text}"
+    );
+    // A holder that closes gives its id back at once.
+    let gone = a.worker_id();
+    a.close();
+    let c = build(&url, dir.path()).unwrap();
+    assert_eq!(c.worker_id(), gone);
+    b.close();
+    c.close();
+}
+
+fn released_id_floors_the_next_holder(base: &str) {
+    let url = pool_url(base, "floor", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let a = build(&url, dir.path()).unwrap();
+    let last = (0..1000).map(|_| a.next_id().unwrap()).max().unwrap();
+    a.close();
+    let b = build(&url, dir.path()).unwrap();
+    assert_eq!(b.worker_id(), 0);
+    let first = b.next_id().unwrap();
+    assert!(first > last, "{first} after {last}");
+    b.close();
+}
+
+fn ids_unique_across_holders_and_restarts(base: &str) {
+    let url = pool_url(base, "unique", 3);
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = Vec::new();
+    for _round in 0..2 {
+        let gens: Vec<SnowflakeGenerator> =
+            (0..3).map(|_| build(&url, dir.path()).unwrap()).collect();
+        for g in &gens {
+            let ids: Vec<i64> = (0..2000).map(|_| g.next_id().unwrap()).collect();
+            assert!(ids.windows(2).all(|w| w[0] < w[1]));
+            all.extend(ids);
+        }
+        gens.iter().for_each(|g| g.close());
+    }
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicates across holders and restarts");
+}
+
+fn row_changed_under_a_live_holder_is_lease_lost(base: &str, change: &str) {
+    let url = pool_url(base, "tamper", 2);
+    let dir = tempfile::tempdir().unwrap();
+    let gen = build(&url, dir.path()).unwrap();
+    gen.next_id().unwrap();
+    let sql = change.replace("{pool}", &pool_name(&url));
+    exec(base, &sql);
+    let e = until_error(&gen, Duration::from_secs(10)).expect("the holder stops issuing");
+    assert!(matches!(e, Error::LeaseLost { .. }), "{e}");
+    gen.close();
+}
+
+/// A registry whose lease was lost while its row still names it (an operator rewrote
+/// the bound) takes its own id back at the next acquire, with the rewritten bound as
+/// its floor, instead of finding the one-id pool exhausted until its own lease expires.
+fn own_row_is_taken_back_after_a_lost_lease(base: &str) {
+    use leafid::snowflake::registry::{IssueLimit, WorkerRegistry};
+    let url = pool_url(base, "back", 1);
+    let r = PoolRegistry::from_url(&url).unwrap();
+    let sql = format!(
+        "UPDATE leafid_worker_pool SET bound_ms = 0 WHERE pool = '{}'",
+        pool_name(&url)
+    );
+    let base = base.to_string();
+    let (first, again) = leafid::runtime::block_on(async move {
+        let first = r.acquire(1023, IssueLimit::closed()).await.unwrap();
+        r.renew(&first, 1).await.unwrap();
+        run_sql(base, sql).await;
+        let again = r.acquire(1023, IssueLimit::closed()).await;
+        if let Ok(l) = &again {
+            r.release(l).await.unwrap();
+        }
+        (first, again)
+    });
+    let again = again.unwrap();
+    assert_eq!(again.worker_id, first.worker_id);
+    assert_eq!(again.floor_ms, 0);
+}
+
+/// A child holding the pool's one id, SIGKILLed: the id stays leased until its lease
+/// and its bound pass, and the next holder issues above everything the child issued.
+fn killed_holders_id_waits_for_its_lease(base: &str) {
+    let url = pool_url(base, "kill", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("child.ids");
+    let mut child = spawn_child(&url, &out);
+    wait_ready(&mut child);
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut bytes = Vec::new();
+    std::fs::File::open(&out)
+        .unwrap()
+        .read_to_end(&mut bytes)
+        .unwrap();
+    let issued: Vec<i64> = bytes
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert!(!issued.is_empty());
+    let e = build(&url, dir.path()).unwrap_err();
+    assert!(
+        matches!(e, Error::WorkerIdExhausted { size: 1, .. }),
+        "right after the kill: {e}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let gen = loop {
+        match build(&url, dir.path()) {
+            Ok(g) => break g,
+            Err(Error::WorkerIdExhausted { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(200))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let first = gen.next_id().unwrap();
+    let last = *issued.iter().max().unwrap();
+    assert!(first > last, "{first} after the killed holder's {last}");
+    gen.close();
+}
+
+// The caller kills and waits for the child.
+#[allow(clippy::zombie_processes)]
+fn spawn_child(url: &str, out: &std::path::Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            &crate::support::self_exec::test_name(module_path!(), "pool_child_entry"),
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_URL, url)
+        .env(CHILD_OUT, out)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn the test binary as a child")
+}
+
+fn wait_ready(child: &mut Child) {
+    let out = child.stdout.take().unwrap();
+    for line in BufReader::new(out).lines() {
+        let line = line.unwrap();
+        if line.contains("POOL-CHILD ready") {
+            return;
+        }
+        assert!(!line.contains("POOL-CHILD refused"), "{line}");
+    }
+    panic!("child exited before it held an id");
+}
+
+/// The child: holds an id of the pool and issues, every id flushed to the file, until
+/// killed.
+#[test]
+#[ignore = "run as a child process by the kill tests"]
+fn pool_child_entry() {
+    use std::io::Write;
+    let (Ok(url), Ok(out)) = (std::env::var(CHILD_URL), std::env::var(CHILD_OUT)) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let gen = match build(&url, dir.path()) {
+        Ok(g) => g,
+        Err(e) => {
+            println!("POOL-CHILD refused {e}");
+            return;
+        }
+    };
+    println!("POOL-CHILD ready {}", gen.worker_id());
+    let mut f = std::fs::File::create(out).unwrap();
+    loop {
+        if let Ok(id) = gen.next_id() {
+            f.write_all(&id.to_le_bytes()).unwrap();
+            f.flush().unwrap();
+        }
+    }
+}
+
+#[test]
+fn mysql_more_generators_than_ids_get_the_exhaustion_error() {
+    more_generators_than_ids(&mysql());
+}
+
+#[test]
+fn mysql_a_released_id_floors_the_next_holder() {
+    released_id_floors_the_next_holder(&mysql());
+}
+
+#[test]
+fn mysql_ids_are_unique_across_holders_and_restarts() {
+    ids_unique_across_holders_and_restarts(&mysql());
+}
+
+#[test]
+fn mysql_a_row_deleted_under_a_live_holder_is_lease_lost() {
+    row_changed_under_a_live_holder_is_lease_lost(
+        &mysql(),
+        "DELETE FROM leafid_worker_pool WHERE pool = '{pool}'",
+    );
+}
+
+#[test]
+fn mysql_a_row_rewritten_under_a_live_holder_is_lease_lost() {
+    row_changed_under_a_live_holder_is_lease_lost(
+        &mysql(),
+        "UPDATE leafid_worker_pool SET holder = 'operator' WHERE pool = '{pool}'",
+    );
+}
+
+#[test]
+fn mysql_a_registry_takes_its_own_row_back_after_a_lost_lease() {
+    own_row_is_taken_back_after_a_lost_lease(&mysql());
+}
+
+#[test]
+fn mysql_a_killed_holders_id_is_taken_only_after_its_lease() {
+    killed_holders_id_waits_for_its_lease(&mysql());
+}
+
+#[cfg(feature = "postgres")]
+mod on_postgres {
+    use super::*;
+
+    #[test]
+    fn pg_more_generators_than_ids_get_the_exhaustion_error() {
+        more_generators_than_ids(&postgres());
+    }
+
+    #[test]
+    fn pg_a_released_id_floors_the_next_holder() {
+        released_id_floors_the_next_holder(&postgres());
+    }
+
+    #[test]
+    fn pg_ids_are_unique_across_holders_and_restarts() {
+        ids_unique_across_holders_and_restarts(&postgres());
+    }
+
+    #[test]
+    fn pg_a_row_deleted_under_a_live_holder_is_lease_lost() {
+        row_changed_under_a_live_holder_is_lease_lost(
+            &postgres(),
+            "DELETE FROM leafid_worker_pool WHERE pool = '{pool}'",
+        );
+    }
+
+    #[test]
+    fn pg_a_row_rewritten_under_a_live_holder_is_lease_lost() {
+        row_changed_under_a_live_holder_is_lease_lost(
+            &postgres(),
+            "UPDATE leafid_worker_pool SET bound_ms = 0 WHERE pool = '{pool}'",
+        );
+    }
+
+    #[test]
+    fn pg_a_registry_takes_its_own_row_back_after_a_lost_lease() {
+        own_row_is_taken_back_after_a_lost_lease(&postgres());
+    }
+
+    #[test]
+    fn pg_a_killed_holders_id_is_taken_only_after_its_lease() {
+        killed_holders_id_waits_for_its_lease(&postgres());
+    }
+}

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Examples shown at the end of `leafid --help`.
 const EXAMPLES: &str = "\
 Examples:
-  export LEAFID_URL=mysql://root:pw@127.0.0.1:3306/leaf   # or sqlite:///var/lib/leafid/ids.db
+  export LEAFID_URL=mysql://root:pw@127.0.0.1:3306/leaf   # or postgres://…, sqlite:///var/lib/leafid/ids.db
   leafid init                                   # create leaf_alloc (safe to run again)
   leafid create-tag order --step 1000 --exist-ok
   leafid next order -n 5                         # reserves exactly 5 ids
@@ -52,7 +52,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Create the `leaf_alloc` table (MySQL, or the SQLite file and its table) when
     /// missing. Safe to run again: it says what it found and what it did.
-    #[command(after_help = "Example:\n  leafid init --url mysql://root:pw@127.0.0.1:3306/leaf")]
+    #[command(
+        after_help = "Example:\n  leafid init --url mysql://root:pw@127.0.0.1:3306/leaf\n  leafid init --url postgres://leaf:pw@127.0.0.1:5432/leaf"
+    )]
     Init(StoreArg),
     /// List the tags of the table, one per line. Never creates anything.
     #[command(after_help = "Example:\n  leafid tags --json")]
@@ -113,7 +115,7 @@ Examples:
 /// The segment store an operator subcommand works on.
 #[derive(Debug, Args)]
 pub struct StoreArg {
-    /// The store URL: `mysql://user:pass@host:3306/db` or `sqlite://path`.
+    /// The store URL: `mysql://user:pass@host:3306/db`, `postgres://user:pass@host:5432/db` or `sqlite://path`.
     #[arg(long, env = "LEAFID_URL", hide_env_values = true)]
     pub url: String,
 }
@@ -140,7 +142,7 @@ pub struct ServeArgs {
     /// Where to listen (`0.0.0.0:8080` for every interface, as in a container).
     #[arg(long, env = "LEAFID_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// The segment store as leafid's URL (`mysql://…`, `sqlite://…`); overrides the
+    /// The segment store as leafid's URL (`mysql://…`, `postgres://…`, `sqlite://…`); overrides the
     /// properties' JDBC settings and enables segment mode.
     #[arg(long, env = "LEAFID_URL", hide_env_values = true)]
     pub url: Option<String>,

@@ -171,7 +171,12 @@ pub fn from_properties(text: &str) -> Result<ServeConfig, ConfigError> {
         config.snowflake_url = Some(match mode {
             "zk_normal" => format!("zookeeper://{}/{name}?port={port}", zk()?),
             "zk_recycle" => format!("zookeeper-recycle://{}/{name}?port={port}", zk()?),
-            "mysql" => format!("{}?port={port}", jdbc_to_url(&props)?),
+            // The fork's table on MySQL; on PostgreSQL, leafid's identity lease.
+            "mysql" => {
+                let url = jdbc_to_url(&props)?;
+                let sep = if url.contains('?') { '&' } else { '?' };
+                format!("{url}{sep}port={port}")
+            }
             "local" => format!("fixed:{}", local_worker_id(&props, port)?),
             other => {
                 return Err(err(
@@ -218,28 +223,46 @@ fn port(props: &HashMap<String, String>) -> Result<u16, ConfigError> {
     })
 }
 
-/// `leaf.jdbc.url` (`jdbc:mysql://host:port/db?…`) with `leaf.jdbc.username` and
-/// `leaf.jdbc.password` as leafid's `mysql://user:pass@host:port/db`. The JDBC
-/// parameters (`useUnicode`, `characterEncoding`, …) are Connector/J's and are dropped.
+/// `leaf.jdbc.url` (`jdbc:mysql://host:port/db?…` or `jdbc:postgresql://host:port/db?…`)
+/// with `leaf.jdbc.username` and `leaf.jdbc.password` as leafid's
+/// `mysql://user:pass@host:port/db` or `postgres://…`. The JDBC parameters
+/// (`useUnicode`, `characterEncoding`, …) are the drivers' own and are dropped, except
+/// PostgreSQL's `sslmode`, which means the same to leafid and must not be lost (a
+/// `sslmode=require` dropped would connect in clear text).
 fn jdbc_to_url(props: &HashMap<String, String>) -> Result<String, ConfigError> {
     let key = "leaf.jdbc.url";
-    let form = "expected jdbc:mysql://host:port/database[?params], e.g. jdbc:mysql://127.0.0.1:3306/leaf?useUnicode=true";
+    let form = "expected jdbc:mysql://host:port/database[?params] or jdbc:postgresql://host:port/database[?params], e.g. jdbc:mysql://127.0.0.1:3306/leaf?useUnicode=true";
     let raw = props.get(key).map(|v| v.trim()).unwrap_or("");
     if raw.is_empty() {
         return Err(err(key, format!("missing; {form}")));
     }
-    let rest = raw
-        .strip_prefix("jdbc:mysql://")
-        .or_else(|| raw.strip_prefix("jdbc:mariadb://"))
-        .ok_or_else(|| {
-            err(
-                key,
-                format!(
-                    "{} is not a MySQL JDBC URL; {form}",
-                    leafid::redact::url(raw)
-                ),
-            )
-        })?;
+    let (scheme, rest) = if let Some(rest) = raw.strip_prefix("jdbc:postgresql://") {
+        ("postgres", rest)
+    } else {
+        let rest = raw
+            .strip_prefix("jdbc:mysql://")
+            .or_else(|| raw.strip_prefix("jdbc:mariadb://"))
+            .ok_or_else(|| {
+                err(
+                    key,
+                    format!(
+                        "{} is not a MySQL or PostgreSQL JDBC URL; {form}",
+                        leafid::redact::url(raw)
+                    ),
+                )
+            })?;
+        ("mysql", rest)
+    };
+    let sslmode = (scheme == "postgres")
+        .then(|| {
+            rest.split_once('?')
+                .map(|(_, q)| q)
+                .unwrap_or("")
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("sslmode="))
+        })
+        .flatten()
+        .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
     let rest = rest.split(['?', ';']).next().unwrap_or("");
     let (host, db) = rest
         .split_once('/')
@@ -273,7 +296,8 @@ fn jdbc_to_url(props: &HashMap<String, String>) -> Result<String, ConfigError> {
     } else {
         format!("{}:{}", encode(user), encode(password))
     };
-    Ok(format!("mysql://{creds}@{host}/{db}"))
+    let query = sslmode.map(|m| format!("?sslmode={m}")).unwrap_or_default();
+    Ok(format!("{scheme}://{creds}@{host}/{db}{query}"))
 }
 
 /// Percent-encodes everything but unreserved characters, for the user info of a URL.
@@ -412,5 +436,34 @@ mod tests {
         assert_eq!(p["c"], "3");
         assert_eq!(p["d"], "xy");
         assert_eq!(p["e"], "A=");
+    }
+
+    #[test]
+    fn a_postgresql_jdbc_url_names_the_postgres_store_and_keeps_its_sslmode() {
+        let c = from_properties(
+            "leaf.name=t\nleaf.segment.enable=true\nleaf.snowflake.enable=false\n\
+             leaf.jdbc.url=jdbc:postgresql://db:5432/leaf?sslmode=require&currentSchema=x\n\
+             leaf.jdbc.username=u\nleaf.jdbc.password=p@ss",
+        )
+        .unwrap();
+        assert_eq!(
+            c.segment_url.as_deref(),
+            Some("postgres://u:p%40ss@db:5432/leaf?sslmode=require")
+        );
+        let c = from_properties(
+            "leaf.segment.enable=false\nleaf.name=n\nleaf.snowflake.port=7000\n\
+             leaf.snowflake.mode=mysql\nleaf.jdbc.url=jdbc:postgresql://db/leaf?sslmode=verify-full\nleaf.jdbc.username=u",
+        )
+        .unwrap();
+        assert_eq!(
+            c.snowflake_url.unwrap(),
+            "postgres://u@db/leaf?sslmode=verify-full&port=7000"
+        );
+        let c = from_properties(
+            "leaf.segment.enable=false\nleaf.name=n\nleaf.snowflake.port=7000\n\
+             leaf.snowflake.mode=mysql\nleaf.jdbc.url=jdbc:postgresql://db/leaf\nleaf.jdbc.username=u",
+        )
+        .unwrap();
+        assert_eq!(c.snowflake_url.unwrap(), "postgres://u@db/leaf?port=7000");
     }
 }

@@ -14,6 +14,7 @@ mod base62;
 mod cipher;
 mod error;
 mod exit;
+mod ints;
 mod logging;
 mod metrics;
 mod segment;
@@ -23,16 +24,6 @@ mod snowflake;
 /// upper bound is the core's to check.
 fn seconds(name: &str, s: f64) -> PyResult<std::time::Duration> {
     leafid::limits::seconds(name, s).map_err(error::to_py)
-}
-
-/// An `array.array('q')` holding `ids` (one copy of the bytes, no int objects).
-fn int64_array<'py>(py: Python<'py>, ids: &[i64]) -> PyResult<Bound<'py, PyAny>> {
-    let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_ne_bytes()).collect();
-    let array = PyModule::import(py, "array")?
-        .getattr("array")?
-        .call1(("q",))?;
-    array.call_method1("frombytes", (pyo3::types::PyBytes::new(py, &bytes),))?;
-    Ok(array)
 }
 
 /// `Name(field=value, …)` with each value as Python's `repr` shows it (`False`, `None`,

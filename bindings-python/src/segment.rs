@@ -323,7 +323,7 @@ impl PyTagHandle {
     /// ``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work.
     fn next_ids_array<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
         let ids = self.next_ids(py, n)?;
-        crate::int64_array(py, &ids)
+        crate::ints::int64_array(py, &ids)
     }
 
     /// ``next_id`` that waits (up to ``wait_timeout``) on the core's runtime, never on

@@ -7,9 +7,11 @@ use leafid::snowflake::{
     Layout, SnowflakeBuilder, SnowflakeGenerator, DEFAULT_CLOSE_WAIT, LEAF_EPOCH_MS,
 };
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 
 use crate::aio::{awaitable, connecting, wait};
 use crate::error::IntoPy;
+use crate::ints::{int64_array, IntList};
 
 /// How the 63 bits of a snowflake id are split, and the epoch (default: Leaf's,
 /// ``LEAF_EPOCH_MS``). Bits must sum to 63, or to 53 for ids below 2^53; raises
@@ -167,6 +169,43 @@ fn builder(
     Ok(builder)
 }
 
+/// Most ids taken per chunk of a batch: 64 KB of buffer, reused for the whole batch,
+/// so a batch costs no buffer the size of the batch (see `ints.rs`).
+const CHUNK_IDS: usize = 8192;
+
+impl PySnowflakeGenerator {
+    /// Takes `n` ids (`n` checked against the batch limit) in order, handing each chunk
+    /// to `sink`. A big batch waits out many milliseconds (the sequence runs out each
+    /// one): taken in chunks of at most a millisecond's ids with the GIL released,
+    /// checking for Ctrl-C between them. Not through the runtime: the spin would hold
+    /// one of its two workers, which refills and heartbeats need. A registry stall (a
+    /// late heartbeat, a forked child's new worker id) is waited for through the
+    /// interruptible path, as in `next_id`; the no-wait call spins only through
+    /// milliseconds and small clock steps.
+    fn take(
+        &self,
+        py: Python<'_>,
+        n: usize,
+        mut sink: impl FnMut(&[i64]) -> PyResult<()>,
+    ) -> PyResult<()> {
+        let chunk = (self.inner.layout().max_sequence() as usize + 1).min(CHUNK_IDS);
+        let mut buf = vec![0i64; chunk.min(n)];
+        let mut taken = 0;
+        while taken < n {
+            let k = chunk.min(n - taken);
+            // On an error the ids already written are dropped (skipped, never reissued),
+            // as `next_ids_now` drops them, and the waiting call takes `k` afresh.
+            match py.detach(|| self.inner.fill_now(&mut buf[..k])) {
+                Ok(()) => sink(&buf[..k])?,
+                Err(_) => sink(&wait(py, self.inner.next_ids_async(k))?)?,
+            }
+            taken += k;
+            py.check_signals()?;
+        }
+        Ok(())
+    }
+}
+
 #[pymethods]
 impl PySnowflakeGenerator {
     #[new]
@@ -240,33 +279,22 @@ impl PySnowflakeGenerator {
     }
 
     /// ``n`` ids, ascending; Ctrl-C interrupts a big batch between milliseconds.
-    fn next_ids(&self, py: Python<'_>, n: usize) -> PyResult<Vec<i64>> {
-        // A big batch waits out many milliseconds (the sequence runs out each one):
-        // taken in chunks of about a millisecond's ids with the GIL released, checking
-        // for Ctrl-C between them. Not through the runtime: the spin would hold one of
-        // its two workers, which refills and heartbeats need.
-        // A registry stall (a late heartbeat, a forked child's new worker id) is waited
-        // for through the interruptible path, as in `next_id`; the no-wait call spins
-        // only through milliseconds and small clock steps.
+    fn next_ids<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyList>> {
         let n = leafid::limits::batch(n as u64).py()?;
-        let chunk = self.inner.layout().max_sequence() as usize + 1;
-        let mut out = Vec::with_capacity(n);
-        while out.len() < n {
-            let k = chunk.min(n - out.len());
-            let ids = match py.detach(|| self.inner.next_ids_now(k)) {
-                Ok(ids) => ids,
-                Err(_) => wait(py, self.inner.next_ids_async(k))?,
-            };
-            out.extend(ids);
-            py.check_signals()?;
-        }
-        Ok(out)
+        let mut list = IntList::new(py, n)?;
+        self.take(py, n, |ids| list.extend(ids))?;
+        list.finish()
     }
 
     /// ``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work.
     fn next_ids_array<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
-        let ids = self.next_ids(py, n)?;
-        crate::int64_array(py, &ids)
+        let n = leafid::limits::batch(n as u64).py()?;
+        let mut ids = Vec::with_capacity(n);
+        self.take(py, n, |chunk| {
+            ids.extend_from_slice(chunk);
+            Ok(())
+        })?;
+        int64_array(py, &ids)
     }
 
     /// ``next_id`` that waits on the core's runtime, never on the loop's thread.

@@ -7,10 +7,15 @@
 //!    the per-ms limit does not hide the cost of the call itself; a bare CAS loop on an
 //!    `AtomicU64` as the floor.
 //!
+//! 3. A thread sweep: 1, 2, 4 and 8 threads on one generator (wide layout), against a
+//!    shared CAS loop. Measured for issue 24, not tuned: one CAS per id on the shared
+//!    issuing word.
+//!
 //! Run: `cargo bench -p leafid --bench snowflake`. Figures: benches/README.md.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
@@ -131,7 +136,73 @@ fn per_call(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, per_call);
+/// Runs `op` `iters` times on each of `threads` threads at once; returns wall time.
+fn threaded(threads: usize, iters: u64, op: impl Fn() + Send + Sync + 'static) -> Duration {
+    let op = Arc::new(op);
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (op, barrier) = (op.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                for _ in 0..iters {
+                    op();
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    start.elapsed()
+}
+
+/// One CAS on a shared word, retried until it lands: snowflake's issuing shape.
+fn cas_increment(word: &AtomicU64) -> u64 {
+    let mut cur = word.load(Ordering::Acquire);
+    loop {
+        match word.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return cur + 1,
+            Err(a) => cur = a,
+        }
+    }
+}
+
+fn thread_sweep(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let wide = Layout::new(41, 1, 21, leafid::snowflake::LEAF_EPOCH_MS).unwrap();
+    let gen = generator(wide, dir.path());
+    let floor = Arc::new(AtomicU64::new(0));
+    for threads in [1usize, 2, 4, 8] {
+        let mut group = c.benchmark_group(format!("snowflake/sweep/{threads}-threads"));
+        group.throughput(Throughput::Elements(threads as u64));
+        let f = floor.clone();
+        group.bench_function("floor: shared AtomicU64 CAS loop", |b| {
+            let f = f.clone();
+            b.iter_custom(move |iters| {
+                let f = f.clone();
+                threaded(threads, iters, move || {
+                    black_box(cas_increment(&f));
+                })
+            })
+        });
+        let g = gen.clone();
+        group.bench_function("leafid next_id (wide layout)", |b| {
+            let g = g.clone();
+            b.iter_custom(move |iters| {
+                let g = g.clone();
+                threaded(threads, iters, move || {
+                    black_box(g.next_id().unwrap());
+                })
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, per_call, thread_sweep);
 
 fn main() {
     let run = Duration::from_secs(3);

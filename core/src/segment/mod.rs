@@ -47,6 +47,7 @@ mod refill_error;
 pub mod step;
 pub mod store;
 mod tag_buffer;
+mod thread_chunk;
 
 use std::time::Duration;
 
@@ -54,6 +55,7 @@ pub use generator::{SegmentGenerator, TagHandle};
 pub use high_water::MAX_MARKS;
 pub use options::{SegmentOptions, JS_SAFE_LIMIT, MAX_REFRESH_INTERVAL};
 pub use store::{Allocation, SegmentStore, TagRow};
+pub use thread_chunk::MAX_THREAD_CHUNK;
 
 /// One segment's state: ids `value..max` remain.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -90,7 +92,9 @@ pub struct TagStats {
     /// How long every successful load took, bucketed.
     pub refill_latency: RefillLatency,
     /// Ids issued for the tag by this generator in this process (a forked child counts
-    /// from zero). Derived from the segments' state, so issuing pays nothing for it.
+    /// from zero). Derived from the segments' state, so issuing pays nothing for it; in
+    /// the chunked form ([`SegmentOptions::thread_chunk`]) ids held in threads' chunks
+    /// count as issued.
     pub issued: u64,
     /// The latest load's error, cleared by the next success.
     pub last_error: Option<String>,

@@ -7,25 +7,40 @@
 //!    the per-ms limit does not hide the cost of the call itself; a bare CAS loop on an
 //!    `AtomicU64` as the floor.
 //!
+//! 3. A thread sweep: 1, 2, 4 and 8 threads on one generator (41 + 3 + 19 bits), against a
+//!    shared CAS loop. Measured for issue 24, not tuned: one CAS per id on the shared
+//!    issuing word.
+//!
 //! Run: `cargo bench -p leafid --bench snowflake`. Figures: benches/README.md.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, Criterion, Throughput};
 use leafid::{Layout, RegistryConfig, SnowflakeGenerator};
 
 fn generator(layout: Layout, dir: &std::path::Path) -> SnowflakeGenerator {
-    // A worker id has one holder per host: each generator of this run its own id.
+    // A worker id has one holder per host: each generator of this run its own id, and
+    // the next one when another process on the host holds it (other jobs run here too).
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % (layout.max_worker_id() + 1);
-    SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(id))
-        .layout(layout)
-        .cache_dir(dir)
-        .build_blocking()
-        .unwrap()
+    let ids = layout.max_worker_id() + 1;
+    let mut last = None;
+    for _ in 0..ids {
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % ids;
+        match SnowflakeGenerator::builder()
+            .registry(RegistryConfig::Fixed(id))
+            .layout(layout)
+            .cache_dir(dir)
+            .build_blocking()
+        {
+            Ok(gen) => return gen,
+            Err(e @ leafid::Error::WorkerIdInUse { .. }) => last = Some(e),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    panic!("every worker id of the layout is in use: {last:?}")
 }
 
 /// Issues ids for `run` and reports the share of each whole millisecond's capacity
@@ -131,7 +146,75 @@ fn per_call(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, per_call);
+/// Runs `op` `iters` times on each of `threads` threads at once; returns wall time.
+fn threaded(threads: usize, iters: u64, op: impl Fn() + Send + Sync + 'static) -> Duration {
+    let op = Arc::new(op);
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let (op, barrier) = (op.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                for _ in 0..iters {
+                    op();
+                }
+            })
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    for h in handles {
+        h.join().unwrap();
+    }
+    start.elapsed()
+}
+
+/// One CAS on a shared word, retried until it lands: snowflake's issuing shape.
+fn cas_increment(word: &AtomicU64) -> u64 {
+    let mut cur = word.load(Ordering::Acquire);
+    loop {
+        match word.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => return cur + 1,
+            Err(a) => cur = a,
+        }
+    }
+}
+
+fn thread_sweep(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    // 524 288 ids per ms: far above what 8 threads reach, with 8 worker ids to choose
+    // from (another job on the host may hold one).
+    let wide = Layout::new(41, 3, 19, leafid::snowflake::LEAF_EPOCH_MS).unwrap();
+    let gen = generator(wide, dir.path());
+    let floor = Arc::new(AtomicU64::new(0));
+    for threads in [1usize, 2, 4, 8] {
+        let mut group = c.benchmark_group(format!("snowflake/sweep/{threads}-threads"));
+        group.throughput(Throughput::Elements(threads as u64));
+        let f = floor.clone();
+        group.bench_function("floor: shared AtomicU64 CAS loop", |b| {
+            let f = f.clone();
+            b.iter_custom(move |iters| {
+                let f = f.clone();
+                threaded(threads, iters, move || {
+                    black_box(cas_increment(&f));
+                })
+            })
+        });
+        let g = gen.clone();
+        group.bench_function("leafid next_id (wide layout)", |b| {
+            let g = g.clone();
+            b.iter_custom(move |iters| {
+                let g = g.clone();
+                threaded(threads, iters, move || {
+                    black_box(g.next_id().unwrap());
+                })
+            })
+        });
+        group.finish();
+    }
+}
+
+criterion_group!(benches, per_call, thread_sweep);
 
 fn main() {
     let run = Duration::from_secs(3);

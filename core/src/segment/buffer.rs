@@ -16,9 +16,10 @@
 //! closed segment is refused without touching the cursor, however often it is polled.
 //! After an add that lands past the end (`off >= len`), the same thread's later loads
 //! see that offset or a later generation (coherence of one atomic), so each thread
-//! overshoots a generation at most once: the offset stays below `len + threads`, far
-//! from `2^OFFSET_BITS` (segments hold at most [`MAX_SEGMENT_LEN`] = half of it).
-//! Batches use a CAS and never overshoot.
+//! overshoots a generation at most once: the offset stays below `len + threads` (`len +
+//! threads × MAX_THREAD_CHUNK` with the chunked form's [`Ring::take_chunk`]), far from
+//! `2^OFFSET_BITS` (segments hold at most [`MAX_SEGMENT_LEN`] = half of it). Batches
+//! use a CAS and never overshoot.
 //!
 //! Model-checked with loom (the `loom_*` tests in `buffer/loom_tests.rs`):
 //! `RUSTFLAGS="--cfg leafid_loom" CARGO_TARGET_DIR=target/loom cargo test -p leafid --release --lib loom`
@@ -182,6 +183,37 @@ impl Ring {
             first: base + off as i64,
             count: 1,
             wants_preload: off >= preload_at,
+        })
+    }
+
+    /// Takes a chunk of up to `n` consecutive ids for one thread (the chunked form,
+    /// `thread_chunk.rs`): [`take_one`](Self::take_one) with an add of `n`, so threads
+    /// meet on the cursor once per chunk. The chunk stops at the segment's end (never
+    /// crosses it: the rest of the add is an overshoot, refused to everyone, see the
+    /// module docs); a spent segment is refused without adding, as in `take_one`.
+    #[inline]
+    pub fn take_chunk(&self, n: u64) -> Option<Taken> {
+        // Acquire: as in `take_one`.
+        let (gen, off) = split(self.cursor.load(Ordering::Acquire));
+        let (base, len, preload_at) = self.read(gen)?;
+        if off >= len {
+            return None;
+        }
+        // Acquire: as in `take_one`.
+        let (gen2, off) = split(self.cursor.fetch_add(n, Ordering::Acquire));
+        let (base, len, preload_at) = if gen2 == gen {
+            (base, len, preload_at)
+        } else {
+            self.read(gen2)?
+        };
+        if off >= len {
+            return None;
+        }
+        let count = n.min(len - off);
+        Some(Taken {
+            first: base + off as i64,
+            count,
+            wants_preload: off + count > preload_at,
         })
     }
 
@@ -369,6 +401,29 @@ mod tests {
         let t = ring.take_exact(2).unwrap();
         assert_eq!((t.first, t.count), (13, 2));
         assert!(ring.take_one().is_none());
+    }
+
+    #[test]
+    fn take_chunk_stops_at_the_segment_end_and_then_refuses_without_adding() {
+        let ring = Ring::new();
+        ring.publish(1, 10, 5, 1, 5);
+        ring.point_at(1);
+        let t = ring.take_chunk(3).unwrap();
+        assert_eq!((t.first, t.count, t.wants_preload), (10, 3, true));
+        let t = ring.take_chunk(3).unwrap();
+        assert_eq!((t.first, t.count), (13, 2), "cut at the end");
+        assert!(ring.take_chunk(3).is_none());
+        assert_eq!(
+            ring.position(),
+            (1, 6),
+            "the cut chunk overshot by one; no add after"
+        );
+        ring.publish(2, 20, 5, u64::MAX, 5);
+        ring.point_at(2);
+        assert_eq!(
+            ring.take_chunk(2).map(|t| (t.first, t.count)),
+            Some((20, 2))
+        );
     }
 
     #[test]

@@ -47,6 +47,7 @@ mod refill_error;
 pub mod step;
 pub mod store;
 mod tag_buffer;
+mod thread_chunk;
 
 pub use generator::{SegmentGenerator, TagHandle};
 pub use high_water::MAX_MARKS;
@@ -54,3 +55,4 @@ pub use options::{SegmentOptions, JS_SAFE_LIMIT, MAX_REFRESH_INTERVAL};
 pub use store::{Allocation, SegmentStore, TagRow};
 // Plain data, kept below both modes so that `metrics` can read it without importing a mode.
 pub use crate::stats::segment::{RefillLatency, SegmentStats, TagStats, REFILL_LATENCY_BOUNDS};
+pub use thread_chunk::MAX_THREAD_CHUNK;

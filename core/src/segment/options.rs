@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::step;
+use super::thread_chunk::MAX_THREAD_CHUNK;
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 
@@ -49,6 +50,17 @@ pub struct SegmentOptions {
     pub tags: Vec<String>,
     /// Where time comes from for the dynamic step and retry back-off.
     pub clock: Arc<dyn Clock>,
+    /// The chunked form: how many ids a thread reserves for itself at a time, per tag
+    /// (0, off: the strictly ordered form). With chunks, threads meet on the tag's
+    /// shared cursor once per chunk instead of once per id, so single-id calls
+    /// (`next_id`, `try_next_id`, `next_id_now`, the first attempt of `next_id_async`)
+    /// scale with threads; each thread's ids still increase, but ids of different
+    /// threads are no longer in call order, and a thread that exits (or the thread
+    /// that forks, in the child) leaves the rest of its chunk unused: a gap, never a
+    /// reuse. A thread's chunk grows from 1 id, doubling per chunk, up to this size;
+    /// at most [`MAX_THREAD_CHUNK`](crate::segment::MAX_THREAD_CHUNK). See `docs/segment.md`,
+    /// "Order", for what each form guarantees.
+    pub thread_chunk: u64,
 }
 
 /// The longest `refresh_interval` accepted: a day (tags created elsewhere must show up).
@@ -68,6 +80,7 @@ impl Default for SegmentOptions {
             js_safe: false,
             tags: Vec::new(),
             clock: clock::system(),
+            thread_chunk: 0,
         }
     }
 }
@@ -124,6 +137,12 @@ impl SegmentOptions {
         self.clock = clock;
         self
     }
+
+    /// Sets [`thread_chunk`](Self::thread_chunk).
+    pub fn thread_chunk(mut self, ids: u64) -> Self {
+        self.thread_chunk = ids;
+        self
+    }
 }
 
 impl SegmentOptions {
@@ -141,6 +160,12 @@ impl SegmentOptions {
                 "refresh_interval {:?} out of range; use above zero and at most {:?} (Leaf refreshes every 60 s)",
                 self.refresh_interval,
                 MAX_REFRESH_INTERVAL
+            )));
+        }
+        if self.thread_chunk > MAX_THREAD_CHUNK {
+            return Err(Error::InvalidConfig(format!(
+                "thread_chunk {} out of range; use 0 (strictly ordered) to {MAX_THREAD_CHUNK}",
+                self.thread_chunk
             )));
         }
         Ok(())

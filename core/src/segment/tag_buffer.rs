@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use super::buffer::{Ring, CLOSED_GEN, EPOCH_OBSERVE, EPOCH_PUBLISH, NEXT_NONE, NEXT_READY};
 use super::loader::Loader;
+use super::thread_chunk;
 use super::{RefillLatency, SegmentStats, TagStats};
 use crate::error::Error;
 use crate::runtime;
@@ -38,6 +39,14 @@ pub(super) struct TagBuffer {
     pub(super) ring: Ring,
     /// Fork epoch this buffer's segments were loaded under.
     pub(super) epoch: AtomicU64,
+    /// The chunked form's largest chunk per thread ([`SegmentOptions::thread_chunk`]);
+    /// 0 for the strictly ordered form. Fixed for the buffer's life.
+    ///
+    /// [`SegmentOptions::thread_chunk`]: crate::SegmentOptions::thread_chunk
+    pub(super) chunk: u64,
+    /// The key threads' chunks of this buffer are kept under (`thread_chunk.rs`),
+    /// replaced on close and in a forked child so that no chunk taken before is used.
+    pub(super) chunk_key: AtomicU64,
     /// While the store fails: no refill before this time (ms); 0 when healthy.
     pub(super) retry_at: AtomicI64,
     pub(super) state: Mutex<SlowState>,
@@ -74,11 +83,15 @@ pub(super) struct SlowState {
 }
 
 impl TagBuffer {
-    pub(super) fn shared(tag: String, epoch: u64) -> Arc<TagBuffer> {
+    /// A buffer for `tag` whose segments will be loaded under fork epoch `epoch`, with
+    /// thread chunks of up to `chunk` ids (0: the strictly ordered form).
+    pub(super) fn shared(tag: String, epoch: u64, chunk: u64) -> Arc<TagBuffer> {
         let buf = Arc::new(TagBuffer {
             tag,
             ring: Ring::new(),
             epoch: AtomicU64::new(epoch),
+            chunk,
+            chunk_key: AtomicU64::new(thread_chunk::new_key()),
             retry_at: AtomicI64::new(0),
             state: Mutex::new(SlowState::default()),
             changed: Condvar::new(),
@@ -154,8 +167,13 @@ impl TagBuffer {
         // The parent's async waiters belong to its runtime, absent here: never wake
         // them. Leaked, not dropped: dropping would touch their wakers.
         std::mem::forget(std::mem::take(&mut st.woken));
-        // Release, last: publishes the forgotten slots and the moved cursor to every
-        // thread that Acquire-loads the new epoch in `fresh`.
+        // The chunk the forking thread inherited is the parent's, which keeps issuing
+        // it: a new key, so no thread of this process ever takes from it. Relaxed:
+        // published by the epoch's Release below.
+        self.chunk_key
+            .store(thread_chunk::new_key(), Ordering::Relaxed);
+        // Release, last: publishes the forgotten slots, the moved cursor and the new
+        // chunk key to every thread that Acquire-loads the new epoch in `fresh`.
         self.epoch.store(runtime::fork_epoch(), EPOCH_PUBLISH);
     }
 
@@ -170,6 +188,11 @@ impl TagBuffer {
         // No slot ever holds CLOSED_GEN, so every take fails and goes to the slow
         // path, which answers `Closed`.
         self.ring.point_at(CLOSED_GEN);
+        // Threads' chunks end too (each thread sees the new key on its next call).
+        // Relaxed: a thread that still sees the old key takes ids reserved before the
+        // close, as a take racing with the close does.
+        self.chunk_key
+            .store(thread_chunk::new_key(), Ordering::Relaxed);
         self.wake(&st);
     }
 

@@ -40,7 +40,9 @@ pub struct TagStats {
     /// How long every successful load took, bucketed.
     pub refill_latency: RefillLatency,
     /// Ids issued for the tag by this generator in this process (a forked child counts
-    /// from zero). Derived from the segments' state, so issuing pays nothing for it.
+    /// from zero). Derived from the segments' state, so issuing pays nothing for it; in
+    /// the chunked form ([`SegmentOptions::thread_chunk`](crate::SegmentOptions::thread_chunk))
+    /// ids held in threads' chunks count as issued.
     pub issued: u64,
     /// The latest load's error, cleared by the next success.
     pub last_error: Option<String>,

@@ -40,6 +40,9 @@ mod sqlite_shared_by_processes;
 /// A forked child drops its parent's segments.
 mod fork;
 
+/// The chunked form (`thread_chunk`): threads in processes on one tag, fork, close, batches.
+mod thread_chunks;
+
 /// A tag's ids never go backwards, whatever an operator does to its row.
 mod high_water;
 

@@ -207,3 +207,79 @@ fn loom_batch_single_and_clamp_never_overlap() {
         assert_unique(&mut all);
     });
 }
+
+/// The chunked form's hand-out (`thread_chunk.rs`): a thread reserving a chunk races
+/// another that reserves chunks up to the segment's end and switches to the next
+/// segment, as the slow path does. Every chunk lies inside one segment, and no id is
+/// in two chunks.
+#[test]
+fn loom_a_chunk_taken_across_a_segment_switch_shares_no_id() {
+    model(|| {
+        let ring = Arc::new(Ring::new());
+        ring.publish(1, 10, 4, u64::MAX, 4);
+        ring.point_at(1);
+        ring.publish(2, 20, 4, u64::MAX, 4);
+        let taker = {
+            let ring = ring.clone();
+            thread::spawn(move || ring.take_chunk(3))
+        };
+        let mut chunks = vec![];
+        loop {
+            match ring.take_chunk(2) {
+                Some(t) => chunks.push(t),
+                None => {
+                    ring.point_at(2);
+                    ring.clamp();
+                    chunks.extend(ring.take_chunk(2));
+                    break;
+                }
+            }
+        }
+        chunks.extend(taker.join().unwrap());
+        let mut all = vec![];
+        for t in &chunks {
+            let last = t.first + t.count as i64 - 1;
+            let seg = if t.first < 20 { 10..14 } else { 20..24 };
+            assert!(
+                seg.contains(&t.first) && seg.contains(&last),
+                "chunk {t:?} crosses a segment's end"
+            );
+            all.extend(t.first..=last);
+        }
+        assert_unique(&mut all);
+    });
+}
+
+/// A fork between a chunk's take and its use: the forking thread's chunk is copied into
+/// the child, where the first thread to notice the fork forgets the parent's segments,
+/// draws a new chunk key and publishes the child's epoch (`TagBuffer::forget_parent`).
+/// A child thread that sees the new epoch (`fresh`) must see the new key, so it never
+/// issues from the inherited chunk; one that sees the old epoch goes to the slow path.
+#[test]
+fn loom_a_child_never_issues_from_a_chunk_taken_before_the_fork() {
+    model(|| {
+        let ring = Arc::new(Ring::new());
+        ring.publish(1, 10, 8, u64::MAX, 8);
+        ring.point_at(1);
+        let (key, epoch) = (Arc::new(AtomicU64::new(1)), Arc::new(AtomicU64::new(0)));
+        // Taken before the fork, under key 1; the parent keeps issuing it.
+        let chunk = ring.take_chunk(4).unwrap();
+        let forgetter = {
+            let (ring, key, epoch) = (ring.clone(), key.clone(), epoch.clone());
+            thread::spawn(move || {
+                ring.forget();
+                ring.point_at(3);
+                key.store(2, Ordering::Relaxed);
+                epoch.store(1, EPOCH_PUBLISH);
+            })
+        };
+        // The inherited thread's next call: `fresh`, then the key, then its chunk.
+        let issued = if epoch.load(EPOCH_OBSERVE) == 1 {
+            (key.load(Ordering::Relaxed) == 1).then_some(chunk.first)
+        } else {
+            None // not fresh: the slow path, which forgets the parent's state first
+        };
+        forgetter.join().unwrap();
+        assert_eq!(issued, None, "issued from the parent's chunk {chunk:?}");
+    });
+}

@@ -66,12 +66,13 @@ impl TagMap {
         self.live.get(tag).map(|e| &e.buf)
     }
 
-    /// The buffer for `tag`: the live one, one a handle still holds, or a new one.
-    pub(super) fn buffer_for(&self, tag: &str, epoch: u64) -> Arc<TagBuffer> {
+    /// The buffer for `tag`: the live one, one a handle still holds, or a new one (with
+    /// thread chunks of up to `chunk` ids).
+    pub(super) fn buffer_for(&self, tag: &str, epoch: u64, chunk: u64) -> Arc<TagBuffer> {
         self.get(tag)
             .cloned()
             .or_else(|| self.dropped.get(tag).and_then(Weak::upgrade))
-            .unwrap_or_else(|| TagBuffer::shared(tag.to_string(), epoch))
+            .unwrap_or_else(|| TagBuffer::shared(tag.to_string(), epoch, chunk))
     }
 
     /// Every buffer that may still issue: live ones and dropped ones still held.

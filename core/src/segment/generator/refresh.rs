@@ -48,6 +48,7 @@ impl Inner {
         let ticket = self.ticket.fetch_add(1, Ordering::SeqCst);
         let listed = self.loader.store()?.tags().await?;
         let epoch = runtime::fork_epoch();
+        let chunk = self.loader.opts.thread_chunk;
         let listed: std::collections::HashSet<String> = listed.into_iter().collect();
         let (mut added, mut removed) = (0, 0);
         self.tags.rcu(|old| {
@@ -69,7 +70,7 @@ impl Inner {
             }
             for tag in &listed {
                 if !map.live.contains_key(tag) {
-                    let buf = old.buffer_for(tag, epoch);
+                    let buf = old.buffer_for(tag, epoch, chunk);
                     map.live.insert(tag.clone(), Entry { buf, born: ticket });
                     added += 1;
                 }
@@ -86,6 +87,7 @@ impl Inner {
     /// Adds `tag` to the cache (keeping its buffer if it has one) and returns its buffer.
     pub(super) fn add_tag(&self, tag: String) -> Arc<TagBuffer> {
         let epoch = runtime::fork_epoch();
+        let chunk = self.loader.opts.thread_chunk;
         // SeqCst: see `refresh`.
         let born = self.ticket.fetch_add(1, Ordering::SeqCst);
         self.tags.rcu(|old| {
@@ -95,7 +97,7 @@ impl Inner {
                 // buffer, but a refresh that read its listing before now must keep it.
                 Some(e) => e.born = e.born.max(born),
                 None => {
-                    let buf = old.buffer_for(&tag, epoch);
+                    let buf = old.buffer_for(&tag, epoch, chunk);
                     map.dropped.remove(&tag);
                     map.live.insert(tag.clone(), Entry { buf, born });
                 }
@@ -108,7 +110,7 @@ impl Inner {
             .get(&tag)
             .cloned()
             // A refresh can have dropped it since; its buffer is the dropped one then.
-            .unwrap_or_else(|| self.tags.load().buffer_for(&tag, epoch))
+            .unwrap_or_else(|| self.tags.load().buffer_for(&tag, epoch, chunk))
     }
 
     /// After a map update: if `close()` ran meanwhile, it may have missed a buffer the

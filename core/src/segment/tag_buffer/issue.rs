@@ -1,8 +1,9 @@
 //! The calls that issue ids from one tag, as the generator and its handles make them:
 //! one id, a run, a batch all-or-nothing, each also async. The common case is the hot
-//! path (a fork check and an atomic add on the ring, no lock); everything else goes to
-//! `slow_path.rs`.
+//! path (a fork check and an atomic add on the ring, or in the chunked form the
+//! thread's own chunk; no lock); everything else goes to `slow_path.rs`.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,8 +11,10 @@ use super::TagBuffer;
 use crate::error::{counted, Mode, Result};
 use crate::segment::buffer::Taken;
 use crate::segment::loader::Loader;
+use crate::segment::thread_chunk;
 
 impl TagBuffer {
+    /// The next id; waits up to `wait_timeout` when none is at hand.
     #[inline(always)]
     pub(in crate::segment) fn next_id(self: &Arc<Self>, loader: &Arc<Loader>) -> Result<i64> {
         match self.try_next_id(loader) {
@@ -25,15 +28,47 @@ impl TagBuffer {
         }
     }
 
+    /// The hot path: the next id if one is at hand, `None` for the slow path.
     #[inline(always)]
     pub(in crate::segment) fn try_next_id(self: &Arc<Self>, loader: &Arc<Loader>) -> Option<i64> {
         if !self.fresh() {
             return None;
         }
+        if self.chunk != 0 {
+            return self.try_next_id_chunked(loader);
+        }
         let t = self.ring.take_one()?;
         if t.wants_preload {
             self.maybe_preload(loader);
         }
+        Some(t.first)
+    }
+
+    /// The chunked form's hot path (`thread_chunk.rs`): the next id of this thread's
+    /// chunk, or a new chunk from the current segment with one atomic add. `None` once
+    /// the segment is spent: the slow path then takes a single id (and switches), and
+    /// the next call starts a chunk from the new segment. Call after `fresh`.
+    #[inline(always)]
+    fn try_next_id_chunked(self: &Arc<Self>, loader: &Arc<Loader>) -> Option<i64> {
+        // Relaxed: after `fresh`'s Acquire, which orders it after the key a forked
+        // child's `forget_parent` stored.
+        let key = self.chunk_key.load(Ordering::Relaxed);
+        match thread_chunk::take(key) {
+            Some(id) => Some(id),
+            None => self.new_chunk(key, loader),
+        }
+    }
+
+    /// Reserves this thread's next chunk for `key` and returns its first id.
+    #[inline(never)]
+    fn new_chunk(self: &Arc<Self>, key: u64, loader: &Arc<Loader>) -> Option<i64> {
+        let size = thread_chunk::next_size(key, self.chunk);
+        let t = self.ring.take_chunk(size)?;
+        if t.wants_preload {
+            self.maybe_preload(loader);
+        }
+        // Cannot overflow: the chunk lies inside a segment.
+        thread_chunk::keep(key, t.first + 1, t.first + t.count as i64, size);
         Some(t.first)
     }
 
@@ -62,6 +97,9 @@ impl TagBuffer {
         }
     }
 
+    /// Fills `out`, reserving whole runs at a time; waits up to `wait` for refills. In
+    /// the chunked form the calling thread's chunk goes first, so the batch comes after
+    /// the thread's earlier ids and before its later ones.
     pub(in crate::segment) fn fill(
         self: &Arc<Self>,
         loader: &Arc<Loader>,
@@ -69,6 +107,18 @@ impl TagBuffer {
         wait: Duration,
     ) -> Result<()> {
         let mut done = 0;
+        if self.chunk != 0 && self.fresh() {
+            // Relaxed: as in `try_next_id_chunked`.
+            let key = self.chunk_key.load(Ordering::Relaxed);
+            if let Some((first, count)) = thread_chunk::take_run(key, out.len() as u64) {
+                let run = Taken {
+                    first,
+                    count,
+                    wants_preload: false,
+                };
+                done += write_run(out, run);
+            }
+        }
         while done < out.len() {
             let want = (out.len() - done) as u64;
             let taken = match self.take_fast(loader, want) {

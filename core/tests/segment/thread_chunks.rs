@@ -1,0 +1,253 @@
+//! Many threads in many processes on one tag, in both forms (`SegmentOptions::thread_chunk`
+//! 0, strictly ordered, and > 0, chunked): every id is collected, none is issued twice,
+//! and each thread's ids increase. Also the chunked form's two edges: a forked child
+//! never issues from the chunk its forking thread inherited, and a closed generator
+//! stops issuing from threads' chunks; and its hot path allocates nothing. The processes
+//! are this test binary run again (`child_worker`), on the real MariaDB
+//! (`LEAFID_MYSQL_URL`).
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::process::Command;
+
+use crate::support::mysql::{connect, create, fresh_tag, mysql_url};
+use leafid::{Error, SegmentGenerator, SegmentOptions};
+
+const THREADS: usize = 4;
+const IDS_PER_THREAD: usize = 40_000;
+
+/// Issues `IDS_PER_THREAD` ids on each of `THREADS` threads of one generator, mixing
+/// the calls a service makes (by handle, by tag name, never-waiting, small batches);
+/// returns each thread's ids in the order it got them.
+fn issue(tag: &str, chunk: u64) -> Vec<Vec<i64>> {
+    // A step that stays at 2000 ids: every thread crosses dozens of segment switches.
+    let opts = SegmentOptions::default()
+        .thread_chunk(chunk)
+        .max_step(2_000)
+        .wait_timeout(std::time::Duration::from_secs(10));
+    let gen = SegmentGenerator::connect_blocking(&mysql_url(), opts).unwrap();
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (gen, tag) = (gen.clone(), tag.to_string());
+            std::thread::spawn(move || {
+                let h = gen.tag(&tag).unwrap();
+                let mut ids = Vec::with_capacity(IDS_PER_THREAD);
+                while ids.len() < IDS_PER_THREAD {
+                    match (t + ids.len()) % 1000 {
+                        0 => ids.extend(h.next_ids(7).unwrap()),
+                        1..=9 => ids.push(gen.next_id(&tag).unwrap()),
+                        10..=19 => match h.next_id_now() {
+                            Ok(id) => ids.push(id),
+                            // A refill still loading: what a never-waiting call says.
+                            Err(Error::SegmentsExhausted { .. }) => {}
+                            Err(e) => panic!("{e:?}"),
+                        },
+                        _ => ids.push(h.next_id().unwrap()),
+                    }
+                }
+                ids
+            })
+        })
+        .collect();
+    let out = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    gen.close();
+    out
+}
+
+/// The worker process: runs only when the parent test starts this binary with the
+/// variables set; writes one line per thread.
+#[test]
+fn child_worker() {
+    let (Ok(tag), Ok(chunk), Ok(out)) = (
+        std::env::var("LEAFID_CHILD_TAG"),
+        std::env::var("LEAFID_CHILD_CHUNK"),
+        std::env::var("LEAFID_CHILD_OUT"),
+    ) else {
+        return;
+    };
+    let per_thread = issue(&tag, chunk.parse().unwrap());
+    let lines: Vec<String> = per_thread
+        .iter()
+        .map(|ids| {
+            let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+            ids.join(" ")
+        })
+        .collect();
+    std::fs::write(out, lines.join("\n")).unwrap();
+}
+
+/// Issue 24's stress test: 4 processes × 4 threads on one MySQL tag whose small step
+/// (2000 ids, kept there) makes every thread cross dozens of segment switches; three processes use the
+/// chunked form (chunks of up to 64 and 4096), one the ordered form, all at once.
+#[test]
+fn threads_in_processes_on_one_mysql_tag_never_share_an_id_and_each_thread_increases() {
+    let gen = connect(SegmentOptions::default());
+    let tag = fresh_tag("threads");
+    create(&gen, &tag, 1, 2_000);
+    gen.close();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = [64u64, 4096, 0, 64]
+        .iter()
+        .enumerate()
+        .map(|(i, chunk)| {
+            let out = dir.path().join(format!("out-{i}.txt"));
+            let child = Command::new(&exe)
+                .args([
+                    "--exact",
+                    &crate::support::self_exec::test_name(module_path!(), "child_worker"),
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("LEAFID_CHILD_TAG", &tag)
+                .env("LEAFID_CHILD_CHUNK", chunk.to_string())
+                .env("LEAFID_CHILD_OUT", &out)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            (child, out)
+        })
+        .collect();
+    let mut all = HashSet::new();
+    let mut total = 0;
+    for (mut child, out) in children {
+        assert!(child.wait().unwrap().success(), "a worker process failed");
+        let text = std::fs::read_to_string(out).unwrap();
+        let threads: Vec<Vec<i64>> = text
+            .lines()
+            .map(|l| l.split(' ').map(|id| id.parse().unwrap()).collect())
+            .collect();
+        assert_eq!(threads.len(), THREADS);
+        for ids in threads {
+            assert!(ids.len() >= IDS_PER_THREAD);
+            if let Some(w) = ids.windows(2).find(|w| w[0] >= w[1]) {
+                panic!("a thread's ids went from {} to {}", w[0], w[1]);
+            }
+            total += ids.len();
+            for id in ids {
+                assert!(all.insert(id), "id {id} issued twice");
+            }
+        }
+    }
+    assert_eq!(all.len(), total);
+}
+
+/// Forks; the child runs `f` with the write end of a pipe and leaves with its exit
+/// code (1 on a panic). Returns everything it wrote, after checking it exited with 0.
+fn in_child(f: impl FnOnce(&mut std::fs::File)) -> Vec<u8> {
+    let mut fds = [0; 2];
+    // SAFETY: plain pipe(2) into a two-int array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child only uses leafid (which is fork-aware), writes to a pipe and
+    // leaves with _exit, so no destructor of the parent's state runs twice.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: fds[1] is the pipe's write end, owned by this child.
+            let mut out = unsafe { std::fs::File::from_raw_fd(fds[1]) };
+            f(&mut out)
+        }))
+        .map_or(1, |_| 0);
+        // SAFETY: ends the child without running the parent's atexit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    // SAFETY: fds[1] belongs to the child now; close our copy so read() sees EOF.
+    unsafe { libc::close(fds[1]) };
+    let mut bytes = vec![];
+    // SAFETY: fds[0] is the pipe's read end, owned by the parent.
+    unsafe { std::fs::File::from_raw_fd(fds[0]) }
+        .read_to_end(&mut bytes)
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: waits for the child we forked.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(status, 0, "child failed");
+    bytes
+}
+
+/// The thread that forks carries its chunk into the child (thread-locals are copied);
+/// the parent keeps issuing that chunk, so the child must never take from it.
+#[test]
+fn a_forked_child_never_issues_from_the_chunk_its_thread_inherited() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let gen = SegmentGenerator::connect_blocking(&url, SegmentOptions::default().thread_chunk(64))
+        .unwrap();
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.create_tag("t", 1, 100_000, "").await }).unwrap();
+    let h = gen.tag("t").unwrap();
+    // The first id comes from the slow path (first load), then chunks of 1, 2, 4, 8,
+    // 16 and 32: the 65th id starts a chunk of 64, so 48 of its ids wait in this
+    // thread's chunk when it forks.
+    let before: Vec<i64> = (0..80).map(|_| h.next_id().unwrap()).collect();
+    let child = in_child(|out| {
+        for _ in 0..200 {
+            out.write_all(&h.next_id().unwrap().to_le_bytes()).unwrap();
+        }
+    });
+    let parent: Vec<i64> = (0..200).map(|_| h.next_id().unwrap()).collect();
+    let child: Vec<i64> = child
+        .chunks(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(child.len(), 200);
+    let mut all = HashSet::new();
+    for id in before.iter().chain(&parent).chain(&child) {
+        assert!(all.insert(*id), "id {id} issued by both parent and child");
+    }
+    assert!(
+        parent.windows(2).all(|w| w[0] < w[1]),
+        "the parent's thread keeps its order"
+    );
+}
+
+/// Close ends issuing from threads' chunks too, not only from the shared cursor.
+#[test]
+fn a_closed_generator_stops_issuing_from_thread_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let gen = SegmentGenerator::connect_blocking(&url, SegmentOptions::default().thread_chunk(64))
+        .unwrap();
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.create_tag("t", 1, 100_000, "").await }).unwrap();
+    let h = gen.tag("t").unwrap();
+    for _ in 0..80 {
+        h.next_id().unwrap(); // leaves 48 ids in this thread's chunk (see the fork test)
+    }
+    gen.close();
+    assert!(matches!(h.next_id(), Err(Error::Closed)));
+    assert!(matches!(gen.next_id("t"), Err(Error::Closed)));
+    assert_eq!(h.try_next_id(), None);
+}
+
+/// The chunked form's batches come from the thread's chunk first, so a thread's ids
+/// increase across single and batch calls alike.
+#[test]
+fn a_threads_batch_follows_its_single_ids_in_the_chunked_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let gen = SegmentGenerator::connect_blocking(&url, SegmentOptions::default().thread_chunk(16))
+        .unwrap();
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.create_tag("t", 1, 1_000, "").await }).unwrap();
+    let h = gen.tag("t").unwrap();
+    // Another thread takes chunks meanwhile, so the cursor is past this thread's chunk.
+    let mut mine = vec![];
+    for round in 0..50 {
+        mine.push(h.next_id().unwrap());
+        let other = h.clone();
+        std::thread::spawn(move || {
+            for _ in 0..20 {
+                other.next_id().unwrap();
+            }
+        })
+        .join()
+        .unwrap();
+        mine.extend(h.next_ids(round % 5 + 1).unwrap());
+    }
+    if let Some(w) = mine.windows(2).find(|w| w[0] >= w[1]) {
+        panic!("this thread's ids went from {} to {}", w[0], w[1]);
+    }
+}

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Real MariaDB and Apache ZooKeeper on 127.0.0.1 for leafid's tests, benches and examples.
+# Real MariaDB, PostgreSQL and Apache ZooKeeper on 127.0.0.1 for leafid's tests, benches
+# and examples.
 # No Docker: Debian's own packages, run as plain processes from a throwaway data directory.
 #
 # Usage
-#   scripts/services.sh start   [mysql|zookeeper|ensemble|all]   (default: all)
-#   scripts/services.sh stop    [mysql|zookeeper|ensemble|all] [--kill] [--purge]
-#   scripts/services.sh restart [mysql|zookeeper|ensemble|all] [--kill]
+#   scripts/services.sh start   [mysql|postgres|zookeeper|ensemble|all]   (default: all)
+#   scripts/services.sh stop    [mysql|postgres|zookeeper|ensemble|all] [--kill] [--purge]
+#   scripts/services.sh restart [mysql|postgres|zookeeper|ensemble|all] [--kill]
 #   scripts/services.sh stop-node N [--kill]    stop ZooKeeper ensemble member N (1..3)
 #   scripts/services.sh start-node N            start it again and wait until it serves
 #   scripts/services.sh status                  one line per server; exit 1 if any is down
@@ -15,19 +16,23 @@
 #   eval "$(scripts/services.sh start)"         start all and set the variables in this shell
 #   source .services/env                        the same variables, later
 #
-# `all` is MariaDB + a standalone ZooKeeper + a 3-node ZooKeeper ensemble. `start` installs
-# Debian's mariadb-server, zookeeper and faketime first when a binary is missing (one
-# `apt-get update`, then a non-interactive install; needs root or sudo). A second `start`
+# `all` is MariaDB + PostgreSQL + a standalone ZooKeeper + a 3-node ZooKeeper ensemble.
+# `start` installs Debian's mariadb-server, postgresql, zookeeper and faketime first when a
+# binary is missing (one `apt-get update`, then a non-interactive install; needs root or
+# sudo). PostgreSQL refuses to run as root: started by root, its cluster belongs to the
+# `postgres` user of Debian's package; started by anyone else, to that user. A second `start`
 # finds running servers (pid file + a real query) and leaves them alone. `stop` waits until
 # the process has exited (SIGTERM, then SIGKILL after 15 s; `--kill` sends SIGKILL at once to
 # simulate a crash). Data survives stop/start, so fault tests can restart a server and find
 # their rows again; `--purge` deletes the stopped servers' data, `clean` deletes everything.
-# Logs: .services/mysql/error.log, .services/zk*/zk.log (printed on a start-up time-out).
+# Logs: .services/mysql/error.log, .services/pg/pg.log, .services/zk*/zk.log (printed on a
+# start-up time-out).
 #
 # Variables read (environment first, then the values saved in $LEAFID_SERVICES_DIR/env by
 # an earlier start, then the defaults):
 #   LEAFID_SERVICES_DIR       data, logs, pid files      (default: <repo>/.services)
 #   LEAFID_MYSQL_PORT         MariaDB TCP port           (3307)
+#   LEAFID_PG_PORT            PostgreSQL TCP port        (5433)
 #   LEAFID_ZK_PORT            standalone ZooKeeper       (2182)
 #   LEAFID_ZK_ENSEMBLE_PORTS  ensemble client ports      ("2191 2192 2193"); each peer also
 #                             listens on client+700 (quorum) and client+1700 (election)
@@ -35,9 +40,12 @@
 #
 # Variables printed by `start` and `env` and written to $LEAFID_SERVICES_DIR/env:
 #   LEAFID_MYSQL_URL    mysql://root:leafid@127.0.0.1:3307/leafid (database `leafid`, utf8mb4)
+#   LEAFID_PG_URL       postgres://leafid:leafid@127.0.0.1:5433/leafid (database `leafid`,
+#                       UTF8, owned by `leafid`, a superuser so tests can make databases)
 #   LEAFID_ZK           127.0.0.1:2182
 #   LEAFID_ZK_ENSEMBLE  127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193
-#   LEAFID_SERVICES_DIR, LEAFID_MYSQL_PORT, LEAFID_ZK_PORT, LEAFID_ZK_ENSEMBLE_PORTS, so a
+#   LEAFID_SERVICES_DIR, LEAFID_MYSQL_PORT, LEAFID_PG_PORT, LEAFID_ZK_PORT,
+#   LEAFID_ZK_ENSEMBLE_PORTS, so a
 #   test that sources the file and calls `services.sh stop mysql` acts on the same servers.
 #
 # Everything binds to 127.0.0.1 only. ZooKeeper runs with tickTime=500 and
@@ -67,6 +75,8 @@ saved() {
 }
 mysql_port=${LEAFID_MYSQL_PORT:-$(saved LEAFID_MYSQL_PORT)}
 mysql_port=${mysql_port:-3307}
+pg_port=${LEAFID_PG_PORT:-$(saved LEAFID_PG_PORT)}
+pg_port=${pg_port:-5433}
 zk_port=${LEAFID_ZK_PORT:-$(saved LEAFID_ZK_PORT)}
 zk_port=${zk_port:-2182}
 ens_spec=${LEAFID_ZK_ENSEMBLE_PORTS:-$(saved LEAFID_ZK_ENSEMBLE_PORTS)}
@@ -77,13 +87,13 @@ valid_port() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge 1024 ] && [ "$1" -le 63835 ]; 
 check_config() {
     local p all=()
     [ "${#ens_ports[@]}" -eq 3 ] || die "LEAFID_ZK_ENSEMBLE_PORTS needs exactly 3 ports, got '${ens_ports[*]}'"
-    for p in "$mysql_port" "$zk_port" "${ens_ports[@]}"; do
+    for p in "$mysql_port" "$pg_port" "$zk_port" "${ens_ports[@]}"; do
         valid_port "$p" || die "bad port '$p': use a number from 1024 to 63835"
         all+=("$p")
     done
     for p in "${ens_ports[@]}"; do all+=($((p + 700)) $((p + 1700))); done
     [ "$(printf '%s\n' "${all[@]}" | sort -u | wc -l)" -eq "${#all[@]}" ] ||
-        die "ports overlap: mysql $mysql_port, zookeeper $zk_port, ensemble ${ens_ports[*]} (+700, +1700)"
+        die "ports overlap: mysql $mysql_port, postgres $pg_port, zookeeper $zk_port, ensemble ${ens_ports[*]} (+700, +1700)"
     [[ $timeout_secs =~ ^[0-9]+$ ]] || die "LEAFID_SERVICES_TIMEOUT must be whole seconds, got '$timeout_secs'"
     [ -n "$svc" ] || die "LEAFID_SERVICES_DIR must not be /"
 }
@@ -92,6 +102,7 @@ ensure_packages() {
     local missing=() sudo=""
     command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null &&
         command -v mariadb >/dev/null || missing+=(mariadb-server)
+    pg_bin >/dev/null || missing+=(postgresql)
     [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null || missing+=(zookeeper)
     command -v faketime >/dev/null || missing+=(faketime)
     [ ${#missing[@]} -eq 0 ] && return
@@ -100,8 +111,9 @@ ensure_packages() {
         sudo="sudo -n"
     fi
     log "installing ${missing[*]} from Debian (apt-get update + install, about a minute)"
-    # Keep the packages' own system services (MariaDB on 3306, ZooKeeper on 2181) from
-    # starting on a machine with an init system; tests use the servers started below.
+    # Keep the packages' own system services (MariaDB on 3306, PostgreSQL on 5432,
+    # ZooKeeper on 2181) from starting on a machine with an init system; tests use the
+    # servers started below.
     local policy=""
     if [ -z "$sudo" ] && [ ! -e /usr/sbin/policy-rc.d ]; then
         policy=/usr/sbin/policy-rc.d
@@ -261,6 +273,101 @@ SQL
 
 stop_mysql() { stop_proc "$mysql_dir/pid" "$mysql_marker" MariaDB "${1:-TERM}"; }
 
+# ---- PostgreSQL ----
+# The newest installed server's binaries (Debian keeps them out of PATH, per version).
+pg_bin() {
+    local d
+    d=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/postgres" ] && [ -x "$d/psql" ] && echo "$d"
+}
+
+pg_dir=$svc/pg
+pg_marker=$pg_dir/data
+# PostgreSQL refuses to run as root: as root, the cluster is the `postgres` user's
+# (setpriv execs, so the pid `launch` records is the server's own).
+pg_user=()
+[ "$(id -u)" -ne 0 ] || pg_user=(setpriv --reuid=postgres --regid=postgres --init-groups --)
+pg_psql() { PGCONNECT_TIMEOUT=2 "$(pg_bin)/psql" -X -q -v ON_ERROR_STOP=1 "$@"; }
+pg_ok() { PGPASSWORD=$password pg_psql -h 127.0.0.1 -p "$pg_port" -U leafid -d leafid -Atc 'select 1'; }
+pg_sock_up() { "$(pg_bin)/pg_isready" -q -h "$pg_dir" -p "$pg_port"; }
+
+# After a SIGKILL the server's children outlive it for a moment, still attached to its
+# shared memory, and a new server refuses to start until they are gone. The segment's id
+# is on line 7 of postmaster.pid; /proc/sysvipc/shm counts its attachments.
+pg_orphans_gone() {
+    local shmid
+    shmid=$(sed -n 7p "$pg_marker/postmaster.pid" 2>/dev/null | awk '{print $2}')
+    [ -n "$shmid" ] || return 0
+    ! awk -v id="$shmid" '$2 == id && $7 > 0 { found = 1 } END { exit !found }' /proc/sysvipc/shm
+}
+
+start_pg() {
+    local pid bin
+    bin=$(pg_bin) || die "PostgreSQL's server is missing from /usr/lib/postgresql/*/bin"
+    if pid=$(find_pid "$pg_dir/pid" "$pg_marker"); then
+        grep -qxF -- "$pg_port" <(tr '\0' '\n' <"/proc/$pid/cmdline") ||
+            die "PostgreSQL from $pg_dir already runs on another port; stop it first"
+        wait_until "$pg_dir/pg.log" "PostgreSQL (pid $pid)" pg_ok || exit 1
+        log "PostgreSQL on 127.0.0.1:$pg_port (pid $pid, already running)"
+        return
+    fi
+    port_free "$pg_port" LEAFID_PG_PORT
+    mkdir -p "$pg_dir"
+    [ ${#pg_user[@]} -eq 0 ] || chown postgres:postgres "$pg_dir"
+    # The marker is written only after a complete initdb, so a half-made cluster is redone.
+    # The superuser `postgres` is trusted on the socket (in $pg_dir) only; TCP takes
+    # passwords (scram-sha-256).
+    if [ ! -f "$pg_dir/installed" ]; then
+        rm -rf "$pg_marker" "$pg_dir/initialized"
+        (cd "$pg_dir" && "${pg_user[@]}" "$bin/initdb" -D "$pg_marker" -U postgres -E UTF8 \
+            --no-locale --auth-local=trust --auth-host=scram-sha-256) \
+            >"$pg_dir/install.log" 2>&1 || {
+            tail -n 20 "$pg_dir/install.log" >&2
+            die "initdb failed; see $pg_dir/install.log"
+        }
+        touch "$pg_dir/installed"
+    fi
+    wait_until "$pg_dir/pg.log" "PostgreSQL's old processes to exit" pg_orphans_gone || exit 1
+    # fsync=off: a killed server's writes are already in the OS (as MariaDB's
+    # innodb_flush_log_at_trx_commit=2); commits stay synchronous, so a kill loses no
+    # committed row; only a machine crash could.
+    launch "$pg_dir/pid" "$pg_dir/pg.log" \
+        "${pg_user[@]}" "$bin/postgres" -D "$pg_marker" -p "$pg_port" -h 127.0.0.1 \
+        -k "$pg_dir" -c fsync=off -c max_connections=500 -c shared_buffers=64MB
+    if [ ! -f "$pg_dir/initialized" ]; then
+        wait_until "$pg_dir/pg.log" "PostgreSQL socket" pg_sock_up || {
+            stop_pg KILL
+            exit 1
+        }
+        pg_psql -h "$pg_dir" -p "$pg_port" -U postgres -d postgres >/dev/null <<SQL ||
+DO \$\$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'leafid') THEN
+        CREATE ROLE leafid LOGIN SUPERUSER;
+    END IF;
+END \$\$;
+ALTER ROLE leafid PASSWORD '$password';
+SELECT 'CREATE DATABASE leafid OWNER leafid ENCODING ''UTF8'''
+    WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'leafid') \gexec
+SQL
+            die "setting up role and database leafid failed"
+        touch "$pg_dir/initialized"
+    fi
+    wait_until "$pg_dir/pg.log" "PostgreSQL on 127.0.0.1:$pg_port" pg_ok || {
+        stop_pg KILL
+        exit 1
+    }
+    log "PostgreSQL on 127.0.0.1:$pg_port (pid $(cat "$pg_dir/pid"))"
+}
+
+# SIGINT, PostgreSQL's fast shutdown: SIGTERM (smart) would wait for every client to
+# disconnect, and a test's pool may hold its connections for as long as it runs.
+stop_pg() {
+    local signal=${1:-TERM}
+    [ "$signal" != TERM ] || signal=INT
+    stop_proc "$pg_dir/pid" "$pg_marker" PostgreSQL "$signal"
+    [ "$signal" != KILL ] || wait_until "$pg_dir/pg.log" "PostgreSQL's old processes to exit" pg_orphans_gone
+}
+
 # ---- ZooKeeper ----
 # Sends a four-letter word to 127.0.0.1:$1 and prints the answer.
 zk_ask() {
@@ -388,6 +495,8 @@ write_env() {
 export LEAFID_SERVICES_DIR=$(printf '%q' "$svc")
 export LEAFID_MYSQL_PORT=$mysql_port
 export LEAFID_MYSQL_URL=mysql://root:$password@127.0.0.1:$mysql_port/leafid
+export LEAFID_PG_PORT=$pg_port
+export LEAFID_PG_URL=postgres://leafid:$password@127.0.0.1:$pg_port/leafid
 export LEAFID_ZK_PORT=$zk_port
 export LEAFID_ZK=127.0.0.1:$zk_port
 export LEAFID_ZK_ENSEMBLE_PORTS='${ens_ports[*]}'
@@ -400,6 +509,7 @@ ENV
 status() {
     local n down=0
     if mysql_ok >/dev/null 2>&1; then echo "mysql: up (127.0.0.1:$mysql_port)"; else echo "mysql: down"; down=1; fi
+    if pg_ok >/dev/null 2>&1; then echo "postgres: up (127.0.0.1:$pg_port)"; else echo "postgres: down"; down=1; fi
     if zk_standalone_ok; then echo "zookeeper: up (127.0.0.1:$zk_port)"; else echo "zookeeper: down"; down=1; fi
     for n in 1 2 3; do
         if node_ok "$n"; then
@@ -434,7 +544,7 @@ cmd=${1:-start}
 which=all signal=TERM purge_data=0 node=""
 for arg in "$@"; do
     case $arg in
-    mysql | zookeeper | ensemble | all) which=$arg ;;
+    mysql | postgres | zookeeper | ensemble | all) which=$arg ;;
     --kill) signal=KILL ;;
     --purge) purge_data=1 ;;
     [0-9]*) node=$arg ;;
@@ -450,6 +560,7 @@ start_which() {
     case $1 in zookeeper | all) launch_zookeeper ;; esac
     case $1 in ensemble | all) for n in 1 2 3; do launch_node "$n"; done ;; esac
     case $1 in mysql | all) start_mysql ;; esac
+    case $1 in postgres | all) start_pg ;; esac
     case $1 in zookeeper | all) wait_zookeeper ;; esac
     case $1 in ensemble | all) wait_ensemble ;; esac
     write_env
@@ -458,10 +569,12 @@ start_which() {
 stop_which() {
     case $1 in
     mysql) stop_mysql "$signal" ;;
+    postgres) stop_pg "$signal" ;;
     zookeeper) stop_zookeeper "$signal" ;;
     ensemble) stop_ensemble "$signal" ;;
     all)
         stop_mysql "$signal"
+        stop_pg "$signal"
         stop_zookeeper "$signal"
         stop_ensemble "$signal"
         ;;
@@ -481,6 +594,7 @@ stop)
     if [ "$purge_data" = 1 ]; then
         case $which in
         mysql) purge "$mysql_dir" ;;
+        postgres) purge "$pg_dir" ;;
         zookeeper) purge "$svc/zk" ;;
         ensemble) purge "$svc"/zk-ensemble-[123] ;;
         all) purge "$svc" ;;

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Runs every test of leafid on this machine: starts MariaDB and ZooKeeper on loopback
-# (installing them from Debian first when missing), then the Rust core's unit and
+# Runs every test of leafid on this machine: starts MariaDB, PostgreSQL and ZooKeeper on
+# loopback (installing them from Debian first when missing), then the Rust core's unit and
 # integration tests, loom model checks, the release artifacts (scripts/dist.sh), the
 # code blocks of README.md and docs/ as pasted (scripts/test-docs.sh), the Python
 # package's pytest suite and the Node package's node:test suite on those artifacts, and
 # the cross-language runs. Prints one closing line: "N passed, N failed".
+#
+# Time: the CPU-bound builds that no test waits for right away (loom's, the release
+# artifacts', the feature checks) start in the background, niced, once the debug build is
+# done, and run while the Rust tests, which mostly wait (leases, sessions, timeouts), hold
+# the foreground; their stage then waits for them and prints their output. Each stage
+# prints its seconds (a background stage: the seconds it was waited for, and its own).
 #
 #   scripts/test-all.sh            # everything
 #   LEAFID_KEEP_SERVICES=1 ...     # leave the services running afterwards
@@ -15,6 +21,46 @@ cd "$root"
 passed=0
 failed=0
 failures=()
+logs=$(mktemp -d)
+declare -A bg_pid bg_start
+# Starts "$@" (a command or a function) in the background as job $1, niced, its output
+# kept for bg_wait.
+bg() {
+    local name=$1
+    shift
+    bg_start[$name]=$SECONDS
+    (
+        renice -n 15 -p "$BASHPID" >/dev/null
+        "$@"
+    ) >"$logs/$name.log" 2>&1 &
+    bg_pid[$name]=$!
+}
+# Runs "$@" once background job $1 has ended: two builds at a time at most (each cargo
+# runs a job per core), so memory and the foreground's share stay as they were.
+after() {
+    local pid=${bg_pid[$1]}
+    shift
+    while kill -0 "$pid" 2>/dev/null; do sleep 1; done
+    "$@"
+}
+# Sets process $1 and its descendants back to the foreground's priority (best effort:
+# only root may lower a niceness); a cargo's later compilers inherit it.
+unnice() {
+    local p
+    for p in $(pgrep -P "$1"); do unnice "$p"; done
+    renice -n 0 -p "$1" >/dev/null 2>&1 || true
+}
+# Waits for background job $1, prints its output, and returns its status. Nothing runs
+# in the foreground while a stage waits, so every background job gets its full share of
+# the CPU from then on.
+bg_wait() {
+    local name=$1 rc=0 pid
+    for pid in "${bg_pid[@]}"; do unnice "$pid"; done
+    wait "${bg_pid[$name]}" || rc=$?
+    cat "$logs/$name.log"
+    echo "(in the background for $((SECONDS - bg_start[$name])) s)"
+    return "$rc"
+}
 stage() {
     local name=$1
     shift
@@ -48,11 +94,13 @@ rust_features() {
     done
 }
 
-# The doc tests, and the crate's documentation as docs.rs builds it (every feature),
-# with no broken or private link.
-rust_doc() {
-    cargo test --workspace --doc &&
-        RUSTDOCFLAGS="-D warnings" cargo doc -q -p leafid --all-features --no-deps
+# The doc tests (on the test build), and the crate's documentation as docs.rs builds it
+# (every feature), with no broken or private link (beside the feature checks, whose
+# dependency metadata it reuses).
+rust_doc() { cargo test --workspace --doc; }
+rust_docs_rs() {
+    RUSTDOCFLAGS="-D warnings" CARGO_TARGET_DIR="$root/target/features" \
+        cargo doc -q -p leafid --all-features --no-deps
 }
 
 # The lock-free code under loom: the segment ring (`--lib loom`) and the snowflake word
@@ -68,6 +116,11 @@ loom() {
 # One target directory for cargo, maturin and napi, so the core compiles once.
 export CARGO_TARGET_DIR="$root/target"
 
+# The feature checks in a target directory of their own: `cargo check` shares nothing
+# with the test build, and a second directory keeps it off the lock of target/debug,
+# which `cargo test` holds while its tests run.
+rust_features_bg() { CARGO_TARGET_DIR="$root/target/features" rust_features; }
+
 # server/tests/deploy.rs checks deploy/leafid.service with `systemd-analyze verify`
 # (Debian's systemd package, installed when missing, as services.sh installs MariaDB).
 if ! command -v systemd-analyze >/dev/null; then
@@ -75,18 +128,32 @@ if ! command -v systemd-analyze >/dev/null; then
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq systemd </dev/null ||
         echo "systemd-analyze could not be installed: server/tests/deploy.rs will fail"
 fi
+# Every test binary first, the adversary matrix's too. `--workspace` for the matrix as
+# for the rest: features are unified over the packages named, and `-p leafid` alone
+# would build the core and tokio again with fewer features.
+rust_build() {
+    cargo test --workspace --all-targets --no-run &&
+        cargo test --workspace --test adversary --no-run
+}
+stage rust-build rust_build
+# Background builds (see the top): none touches target/debug but dist.sh's `cargo
+# package`, which waits for cargo's lock when it must. Every release artifact goes into
+# dist/, each installed and run without cargo on PATH (scripts/dist.sh).
+bg dist bash scripts/dist.sh
+bg loom loom
+bg rust-features after loom rust_features_bg
+bg rust-docs-rs after rust-features rust_docs_rs
 stage rust cargo test --workspace --all-targets --no-fail-fast
 # The registry adversary matrix (issue 20): leafid processes against the real services,
 # one adversary per row, zero duplicates asserted; one `ADVERSARY` line per row. Kept
 # out of --all-targets (test = false): its rows mostly wait for leases to expire, so it
 # runs here with more threads than cores.
-stage adversary cargo test -p leafid --test adversary -- --test-threads=6
-stage rust-features rust_features
+stage adversary cargo test --workspace --test adversary -- --test-threads=6
 stage rust-doc rust_doc
-stage loom loom
-
-# Every release artifact into dist/, each installed and run without cargo on PATH.
-stage dist bash scripts/dist.sh
+stage loom bg_wait loom
+stage rust-features bg_wait rust-features
+stage rust-docs-rs bg_wait rust-docs-rs
+stage dist bg_wait dist
 # The Python, Node and cross stages test those artifacts instead of compiling the release
 # core again (`pip install .`, `npm run build`); without them (dist failed) they build.
 dist=${LEAFID_DIST_DIR:-$root/dist}

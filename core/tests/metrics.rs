@@ -1,5 +1,7 @@
 //! `leafid::metrics::text()`: the families of every live generator, with values that
-//! follow what was issued, and dropped generators gone.
+//! follow what was issued, and dropped generators gone. Its own test binary: the text is
+//! the whole process's, and another test's generator with the same worker id or tag
+//! would add series these tests look for by label alone.
 #![cfg(all(feature = "metrics", feature = "sqlite"))]
 
 use std::collections::HashMap;

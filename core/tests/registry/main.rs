@@ -56,8 +56,17 @@ mod zookeeper {
 
 /// `zookeeper-recycle://`: a pool of leased worker ids on the real ZooKeeper.
 mod zookeeper_recycle {
-    /// Live holders never share an id; freed ids come back with their floor.
+    /// Freed ids come back with their floor; a lost session cuts the issue limit.
     mod pool;
+
+    /// Live holders (threads, SIGKILLed processes, saturated) never share an id.
+    mod holders;
+
+    /// Leases and floors read ZooKeeper's clock; credentials guard the floors.
+    mod clock_and_credentials;
+
+    /// What these modules share.
+    mod harness;
 
     /// Beside the fork's `zk_recycle` servers on the same tree.
     mod beside_fork;

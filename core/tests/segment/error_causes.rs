@@ -206,3 +206,44 @@ fn outage_on_a_silent_network_says_the_store_has_not_answered() {
     proxy.set_blackhole(false);
     gen.close();
 }
+
+/// A MySQL port with nothing listening: the error says "refused" and where, not
+/// "pool timed out", and never repeats "store unavailable" or shows the password.
+#[test]
+fn refused_mysql_names_the_root_cause() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("mysql://leaf:s3cretpw@127.0.0.1:{port}/leafid");
+    let err = SegmentGenerator::connect_blocking(&url, SegmentOptions::default()).unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+    assert!(text.to_lowercase().contains("refused"), "{text}");
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+    assert!(!text.contains("pool timed out"), "{text}");
+    assert!(!text.contains("s3cretpw"), "{text}");
+    assert_eq!(text.matches("store unavailable").count(), 1, "{text}");
+}
+
+/// A wrong password and an unknown database are configuration errors that say so:
+/// `AccessDenied` (kind `Config`), not `InvalidConfig`, which is a bad option.
+#[test]
+fn wrong_password_and_unknown_database_are_configuration_errors() {
+    let good = url::Url::parse(&mysql_url()).unwrap();
+    let mut bad_pw = good.clone();
+    bad_pw.set_password(Some("definitely-wrong-pw")).unwrap();
+    let err =
+        SegmentGenerator::connect_blocking(bad_pw.as_str(), SegmentOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::AccessDenied { .. }), "{err:?}");
+    assert_eq!(err.kind(), leafid::ErrorKind::Config);
+    assert!(err.to_string().contains("refused the login"), "{err}");
+    assert!(!err.to_string().contains("definitely-wrong-pw"), "{err}");
+    let mut bad_db = good.clone();
+    bad_db.set_path("/no_such_db_leafid_12");
+    let err =
+        SegmentGenerator::connect_blocking(bad_db.as_str(), SegmentOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::AccessDenied { .. }), "{err:?}");
+    assert_eq!(err.kind(), leafid::ErrorKind::Config);
+    assert!(err.to_string().contains("no_such_db_leafid_12"), "{err}");
+}

@@ -10,8 +10,9 @@ use crate::support::mysql;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leafid::runtime::block_on;
+use leafid::runtime::{block_on, BoxFuture};
 use leafid::segment::store::memory::MemoryStore;
+use leafid::segment::{Allocation, SegmentStore, TagRow};
 use leafid::{Error, SegmentGenerator, SegmentOptions};
 
 /// Where the table lives, and an operator's hands on its rows.
@@ -292,4 +293,74 @@ fn refreshes_and_a_higher_restore_go_on_as_before() {
         assert_eq!(gen.tag(&tag).unwrap().next_id().unwrap(), 1_001);
         gen.close();
     }
+}
+
+/// A store whose row was restored from a backup: every allocation hands out the same
+/// range again (what a lowered, or deleted and recreated, `leaf_alloc` row does).
+#[derive(Debug, Clone)]
+struct Restored {
+    inner: Arc<MemoryStore>,
+}
+
+impl SegmentStore for Restored {
+    fn allocate<'a>(
+        &'a self,
+        _tag: &'a str,
+        _step: Option<i64>,
+    ) -> BoxFuture<'a, leafid::Result<Allocation>> {
+        Box::pin(async {
+            Ok(Allocation {
+                max_id: 11,
+                step: 10,
+            })
+        })
+    }
+    fn tags(&self) -> BoxFuture<'_, leafid::Result<Vec<String>>> {
+        self.inner.tags()
+    }
+    fn has_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, leafid::Result<bool>> {
+        self.inner.has_tag(tag)
+    }
+    fn rows(&self) -> BoxFuture<'_, leafid::Result<Vec<TagRow>>> {
+        self.inner.rows()
+    }
+    fn create_table(&self) -> BoxFuture<'_, leafid::Result<()>> {
+        self.inner.create_table()
+    }
+    fn create_tag<'a>(
+        &'a self,
+        tag: &'a str,
+        start: i64,
+        step: i64,
+        d: &'a str,
+    ) -> BoxFuture<'a, leafid::Result<()>> {
+        self.inner.create_tag(tag, start, step, d)
+    }
+    fn reopen(&self) -> leafid::Result<Arc<dyn SegmentStore>> {
+        Ok(Arc::new(self.clone()))
+    }
+}
+
+/// A row that hands out a range at or below one already loaded is refused (found by
+/// review: the refill trusted the database and issued 1..10 twice).
+#[test]
+fn a_segment_below_one_already_loaded_is_refused() {
+    let inner = Arc::new(MemoryStore::new());
+    let store = Arc::new(Restored {
+        inner: inner.clone(),
+    });
+    let opts = SegmentOptions::default().double_buffer(false);
+    let gen = block_on(SegmentGenerator::with_store(store, opts)).unwrap();
+    let g = gen.clone();
+    block_on(async move { g.create_tag("again", 1, 10, "").await }).unwrap();
+    let mut ids = Vec::new();
+    let e = loop {
+        match gen.next_id("again") {
+            Ok(id) => ids.push(id),
+            Err(e) => break e,
+        }
+        assert!(ids.len() <= 10, "ids repeated: {ids:?}");
+    };
+    assert_eq!(ids, (1..=10).collect::<Vec<_>>());
+    assert!(matches!(e, Error::Malformed { .. }), "{e}");
 }

@@ -46,8 +46,14 @@ mod thread_chunks;
 /// A tag's ids never go backwards, whatever an operator does to its row.
 mod high_water;
 
-/// The calls that never wait, the async calls and tags usable at once.
+/// The calls that never wait and the async calls.
 mod never_wait;
+
+/// Tags usable at once: made elsewhere, created, or looked up on a cache miss.
+mod tag_lookup;
+
+/// What the never-waiting and tag-lookup tests share (a proxy, polling).
+mod harness;
 
 /// Errors keep their driver's cause; an outage reads as one.
 mod error_causes;

@@ -42,6 +42,7 @@
 #   LEAFID_MYSQL_URL    mysql://root:leafid@127.0.0.1:3307/leafid (database `leafid`, utf8mb4)
 #   LEAFID_PG_URL       postgres://leafid:leafid@127.0.0.1:5433/leafid (database `leafid`,
 #                       UTF8, owned by `leafid`, a superuser so tests can make databases)
+#   LEAFID_PGBOUNCER_URL the same through PgBouncer (pool_mode = transaction) on port + 1000
 #   LEAFID_ZK           127.0.0.1:2182
 #   LEAFID_ZK_ENSEMBLE  127.0.0.1:2191,127.0.0.1:2192,127.0.0.1:2193
 #   LEAFID_SERVICES_DIR, LEAFID_MYSQL_PORT, LEAFID_PG_PORT, LEAFID_ZK_PORT,
@@ -77,6 +78,8 @@ mysql_port=${LEAFID_MYSQL_PORT:-$(saved LEAFID_MYSQL_PORT)}
 mysql_port=${mysql_port:-3307}
 pg_port=${LEAFID_PG_PORT:-$(saved LEAFID_PG_PORT)}
 pg_port=${pg_port:-5433}
+# PgBouncer in transaction mode in front of it, 1000 ports up (6433 by default).
+bouncer_port=$((pg_port + 1000))
 zk_port=${LEAFID_ZK_PORT:-$(saved LEAFID_ZK_PORT)}
 zk_port=${zk_port:-2182}
 ens_spec=${LEAFID_ZK_ENSEMBLE_PORTS:-$(saved LEAFID_ZK_ENSEMBLE_PORTS)}
@@ -87,7 +90,7 @@ valid_port() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" -ge 1024 ] && [ "$1" -le 63835 ]; 
 check_config() {
     local p all=()
     [ "${#ens_ports[@]}" -eq 3 ] || die "LEAFID_ZK_ENSEMBLE_PORTS needs exactly 3 ports, got '${ens_ports[*]}'"
-    for p in "$mysql_port" "$pg_port" "$zk_port" "${ens_ports[@]}"; do
+    for p in "$mysql_port" "$pg_port" "$bouncer_port" "$zk_port" "${ens_ports[@]}"; do
         valid_port "$p" || die "bad port '$p': use a number from 1024 to 63835"
         all+=("$p")
     done
@@ -103,6 +106,7 @@ ensure_packages() {
     command -v mariadbd >/dev/null && command -v mariadb-install-db >/dev/null &&
         command -v mariadb >/dev/null || missing+=(mariadb-server)
     pg_bin >/dev/null || missing+=(postgresql)
+    [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)
     [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null || missing+=(zookeeper)
     command -v faketime >/dev/null || missing+=(faketime)
     [ ${#missing[@]} -eq 0 ] && return
@@ -357,6 +361,43 @@ SQL
         exit 1
     }
     log "PostgreSQL on 127.0.0.1:$pg_port (pid $(cat "$pg_dir/pid"))"
+    start_bouncer
+}
+
+# PgBouncer with pool_mode = transaction, the pooler that breaks prepared statements and
+# session state (core/tests/segment/postgres_connections.rs runs through it). It refuses
+# to run as root: it runs as PostgreSQL's user.
+bouncer_dir=$pg_dir/bouncer
+bouncer_ok() { PGPASSWORD=$password pg_psql -h 127.0.0.1 -p "$bouncer_port" -U leafid -d leafid -Atc 'select 1'; }
+start_bouncer() {
+    local pid
+    if pid=$(find_pid "$bouncer_dir/pid" "$bouncer_dir/pgbouncer.ini"); then
+        wait_until "$bouncer_dir/bouncer.log" "PgBouncer (pid $pid)" bouncer_ok || exit 1
+        log "PgBouncer on 127.0.0.1:$bouncer_port (pid $pid, already running)"
+        return
+    fi
+    port_free "$bouncer_port" "LEAFID_PG_PORT: PgBouncer takes it + 1000"
+    mkdir -p "$bouncer_dir"
+    cat >"$bouncer_dir/pgbouncer.ini" <<INI
+[databases]
+leafid = host=127.0.0.1 port=$pg_port dbname=leafid
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $bouncer_port
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = $bouncer_dir/userlist.txt
+pool_mode = transaction
+default_pool_size = 3
+max_client_conn = 200
+INI
+    printf '"leafid" "%s"\n' "$password" >"$bouncer_dir/userlist.txt"
+    [ ${#pg_user[@]} -eq 0 ] || chown -R postgres:postgres "$bouncer_dir"
+    launch "$bouncer_dir/pid" "$bouncer_dir/bouncer.log" \
+        "${pg_user[@]}" /usr/sbin/pgbouncer "$bouncer_dir/pgbouncer.ini"
+    wait_until "$bouncer_dir/bouncer.log" "PgBouncer on 127.0.0.1:$bouncer_port" bouncer_ok || exit 1
+    log "PgBouncer on 127.0.0.1:$bouncer_port (pid $(cat "$bouncer_dir/pid"))"
 }
 
 # SIGINT, PostgreSQL's fast shutdown: SIGTERM (smart) would wait for every client to
@@ -364,6 +405,7 @@ SQL
 stop_pg() {
     local signal=${1:-TERM}
     [ "$signal" != TERM ] || signal=INT
+    stop_proc "$bouncer_dir/pid" "$bouncer_dir/pgbouncer.ini" PgBouncer "${1:-TERM}"
     stop_proc "$pg_dir/pid" "$pg_marker" PostgreSQL "$signal"
     [ "$signal" != KILL ] || wait_until "$pg_dir/pg.log" "PostgreSQL's old processes to exit" pg_orphans_gone
 }
@@ -497,6 +539,7 @@ export LEAFID_MYSQL_PORT=$mysql_port
 export LEAFID_MYSQL_URL=mysql://root:$password@127.0.0.1:$mysql_port/leafid
 export LEAFID_PG_PORT=$pg_port
 export LEAFID_PG_URL=postgres://leafid:$password@127.0.0.1:$pg_port/leafid
+export LEAFID_PGBOUNCER_URL=postgres://leafid:$password@127.0.0.1:$bouncer_port/leafid
 export LEAFID_ZK_PORT=$zk_port
 export LEAFID_ZK=127.0.0.1:$zk_port
 export LEAFID_ZK_ENSEMBLE_PORTS='${ens_ports[*]}'
@@ -510,6 +553,7 @@ status() {
     local n down=0
     if mysql_ok >/dev/null 2>&1; then echo "mysql: up (127.0.0.1:$mysql_port)"; else echo "mysql: down"; down=1; fi
     if pg_ok >/dev/null 2>&1; then echo "postgres: up (127.0.0.1:$pg_port)"; else echo "postgres: down"; down=1; fi
+    if bouncer_ok >/dev/null 2>&1; then echo "pgbouncer: up (127.0.0.1:$bouncer_port)"; else echo "pgbouncer: down"; down=1; fi
     if zk_standalone_ok; then echo "zookeeper: up (127.0.0.1:$zk_port)"; else echo "zookeeper: down"; down=1; fi
     for n in 1 2 3; do
         if node_ok "$n"; then

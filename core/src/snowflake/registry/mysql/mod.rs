@@ -37,7 +37,7 @@
 //!   rewritten. A fork server started on a live holder's row issues from its start and
 //!   writes only [`fence::FOREIGN_FIRST_UPLOAD`]
 //!   later: both issue until that write is seen (the residual window, measured in
-//!   `tests/mysql_foreign.rs`). A table that no longer exists (`ER_NO_SUCH_TABLE`, a
+//!   `tests/registry/mysql/beside_fork.rs`). A table that no longer exists (`ER_NO_SUCH_TABLE`, a
 //!   restore from a dump) is the same: `LeaseLost` in the poll and in the renew, never
 //!   "unavailable" and never ignored.
 //! - Rule 5, a holder out of touch stops: the poll task suspends issuing after

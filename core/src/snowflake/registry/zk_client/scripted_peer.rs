@@ -4,7 +4,7 @@
 //! broken middlebox would do otherwise), and pings or watch events carrying a zxid
 //! newer than anything this client was answered (a real server's ping replies carry
 //! its own latest zxid, but making a second server lag behind it on cue is beyond a
-//! test). The real server covers everything else (`core/tests/zk_client.rs`).
+//! test). The real server covers everything else (`core/tests/zookeeper_client/`).
 //!
 //! A file of its own: these tests need the codec, the handshake and the session task at
 //! once, and are longer than any one of them.

@@ -55,7 +55,7 @@
 //!
 //! The residual window: a Java server started on an identity a live leafid holds issues
 //! from its start but writes only 1 s later; until the guard sees that write both issue.
-//! Measured with the Java simulator (`tests/zookeeper_foreign.rs`): about 1 060 ms, and
+//! Measured with the Java simulator (`tests/registry/zookeeper/beside_java_leaf.rs`): about 1 060 ms, and
 //! about 41 000 duplicate ids in it with Leaf's layout at full speed on both sides.
 //!
 //! **One live holder per identity.** Leaf could assume one process per `ip:port` because

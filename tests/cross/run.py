@@ -9,6 +9,8 @@ within each process.
     python3 tests/cross/run.py --only faults
     python3 tests/cross/run.py --only shared
     python3 tests/cross/run.py --only server
+    python3 tests/cross/run.py --only postgres   # tests/cross/postgres.py; in a full run
+                                                 # too when LEAFID_PG_URL is set
 
 Workers: core/examples/issue_ids.rs, tests/cross/worker.py, tests/cross/worker.js (one
 command line for all three), and tests/cross/worker_http.py, a plain HTTP caller of
@@ -302,23 +304,14 @@ class Serve:
     """`leafid serve` (target/debug/leafid) on a loopback port the OS picks, reading a
     Leaf `leaf.properties` as an operator replacing Java Leaf would write it."""
 
-    def __init__(self, tmp: str, name: str, tag_space: str, port: int) -> None:
-        u = urllib.parse.urlparse(env("LEAFID_MYSQL_URL"))
-        props = os.path.join(tmp, "leaf.properties")
-        with open(props, "w") as f:
-            f.write(f"leaf.name={tag_space}\n"
-                    "leaf.segment.enable=true\n"
-                    f"leaf.jdbc.url=jdbc:mysql://{u.hostname}:{u.port}{u.path}"
-                    "?useUnicode=true&characterEncoding=utf8\n"
-                    f"leaf.jdbc.username={urllib.parse.unquote(u.username or 'root')}\n"
-                    f"leaf.jdbc.password={urllib.parse.unquote(u.password or '')}\n"
-                    "leaf.snowflake.enable=true\n"
-                    f"leaf.snowflake.zk.address={env('LEAFID_ZK')}\n"
-                    f"leaf.snowflake.port={port}\n")
+    def __init__(self, tmp: str, name: str, tag_space: str, port: int,
+                 args: list[str] | None = None) -> None:
+        """`args`, when given, replace the properties file (`--url`, `--snowflake`)."""
+        if args is None:
+            args = ["--config", self.properties(tmp, tag_space, port)]
         self.log = open(os.path.join(tmp, f"{name}.log"), "w+")
         self.proc = subprocess.Popen(
-            [os.path.join(TARGET, "debug", "leafid"), "serve", "--config", props,
-             "--listen", "127.0.0.1:0"],
+            [os.path.join(TARGET, "debug", "leafid"), "serve", *args, "--listen", "127.0.0.1:0"],
             env=dict(os.environ, NO_COLOR="1"), stdout=subprocess.DEVNULL, stderr=self.log,
             text=True)
         deadline = time.monotonic() + 60
@@ -332,6 +325,22 @@ class Serve:
         self.stop()
         self.log.seek(0)
         raise RuntimeError(f"leafid serve did not start: {self.log.read()[-2000:]}")
+
+    @staticmethod
+    def properties(tmp: str, tag_space: str, port: int) -> str:
+        u = urllib.parse.urlparse(env("LEAFID_MYSQL_URL"))
+        props = os.path.join(tmp, "leaf.properties")
+        with open(props, "w") as f:
+            f.write(f"leaf.name={tag_space}\n"
+                    "leaf.segment.enable=true\n"
+                    f"leaf.jdbc.url=jdbc:mysql://{u.hostname}:{u.port}{u.path}"
+                    "?useUnicode=true&characterEncoding=utf8\n"
+                    f"leaf.jdbc.username={urllib.parse.unquote(u.username or 'root')}\n"
+                    f"leaf.jdbc.password={urllib.parse.unquote(u.password or '')}\n"
+                    "leaf.snowflake.enable=true\n"
+                    f"leaf.snowflake.zk.address={env('LEAFID_ZK')}\n"
+                    f"leaf.snowflake.port={port}\n")
+        return props
 
     def stop(self) -> int:
         """SIGTERM, as an orchestrator stops it; the exit code."""
@@ -506,8 +515,12 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
     f.end = time.monotonic()
     timeline.append(f)
     result = run.check_groups()
+    return result, problems, timeline, attribute_errors(run, timeline)
 
-    # Attribute each worker-side error to the latest fault that began before it.
+
+def attribute_errors(run: Run, timeline: list[Fault]) -> dict[str, int]:
+    """Attributes each worker-side error to the latest fault that began before it; the
+    errors by code."""
     totals: dict[str, int] = {}
     errors: list[tuple[float, str]] = []
     for w in run.workers:
@@ -524,12 +537,13 @@ def faults(tmp: str, stamp: str) -> tuple[dict[str, object], list[str], list[Fau
         fault.codes[code] = fault.codes.get(code, 0) + 1
         late = max(0, int((ts - fault.end) * 1000))
         fault.recovered_ms = late if fault.recovered_ms is None else max(fault.recovered_ms, late)
-    return result, problems, timeline, totals
+    return totals
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", choices=["uniqueness", "server", "shared", "faults"])
+    parser.add_argument("--only", choices=["uniqueness", "server", "shared", "faults",
+                                           "postgres"])
     parser.add_argument("--seconds", type=float, default=3.0)
     opts = parser.parse_args()
     subprocess.run(["cargo", "build", "-q", "-p", "leafid", "--example", "issue_ids",
@@ -587,6 +601,12 @@ def main() -> int:
             report.append(f"\nAll errors by code: {totals}")
             for p in problems:
                 report.append(f"  - {p}")
+        # PostgreSQL (tests/cross/postgres.py): in a full run when services.sh gave a server.
+        if opts.only == "postgres" or (opts.only is None and os.environ.get("LEAFID_PG_URL")):
+            import postgres
+            lines, ok_count, failed_count = postgres.report(tmp, stamp, opts.seconds)
+            report += ["", *lines]
+            passed, failed = passed + ok_count, failed + failed_count
     text = "\n".join(report)
     print(text)
     os.makedirs(TARGET, exist_ok=True)

@@ -218,6 +218,41 @@ fn floor_file_rewritten_lower_then_a_pod_on_another_host() {
     );
 }
 
+/// The force-deletion case: the holder frozen (a node the control plane cannot reach)
+/// while a pod of its ordinal on another host, sharing the floor directory, takes over;
+/// then the holder wakes. The newcomer waits for the holder's last bound and the holder
+/// issues only below it, so no id may be issued twice here (no window: the holder wrote
+/// nothing after the newcomer read the file); the woken holder's renew finds the
+/// newcomer's write and stops.
+#[test]
+fn holder_frozen_while_a_pod_on_another_host_takes_over() {
+    let t = Statefulset.target("frozenhost");
+    let dir = open_dir();
+    let mut tally = Tally::new(&Statefulset, "holder frozen, pod on other host, woken");
+    let mut a = spawn("holder", dir.path(), Spawn::url(&t.url));
+    assert!(a.live(), "{:?}", a.started());
+    pause(1.0);
+    a.signal(libc::SIGSTOP);
+    let Some(mut b) = spawn_on_another_host("pod", dir.path(), Spawn::url(&t.url)) else {
+        a.signal(libc::SIGCONT);
+        tally.note("not run: cannot make a network namespace (not root)");
+        tally.stop(a);
+        tally.finish();
+        return;
+    };
+    let start = b.started();
+    pause(2.0);
+    a.signal(libc::SIGCONT);
+    pause(4.0);
+    tally.note(format!("pod {start:?}"));
+    tally.stop_all(vec![a, b]);
+    tally.finish();
+    assert!(
+        matches!(start, Start::Live(_)),
+        "the pod on another host did not take over from the frozen holder: {start:?}"
+    );
+}
+
 /// A live holder; `tamper(floor dir, worker id)`; then `pods` pods of the same URL on
 /// other hosts, 1.5 s apart (other phases of the holder's heartbeat). The pods' ids are
 /// counted as a foreign writer's: duplicates with them are tolerated only from the first

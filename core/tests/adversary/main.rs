@@ -50,6 +50,7 @@ mod local;
 mod mysql;
 mod pool;
 mod postgres;
+mod statefulset;
 mod zookeeper;
 mod zookeeper_recycle;
 

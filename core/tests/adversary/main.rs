@@ -17,7 +17,7 @@
 //! - [`foreign`]: a foreign writer's simulator (Java Leaf, the fork) started just
 //!   before, just after and racing a leafid of the same identity;
 //! - one module per registry ([`fixed`], [`local`], [`zookeeper`], [`zookeeper_recycle`],
-//!   [`mysql`]): how to make a fresh config for it, its own adversaries (foreign writers,
+//!   [`mysql`], [`pool`], [`postgres`], [`statefulset`]): how to make a fresh config for it, its own adversaries (foreign writers,
 //!   its records deleted or rewritten), and one `#[test]` per row.
 //!
 //! A new registry is added with one module here (a [`harness::Registry`] and the

@@ -1,0 +1,70 @@
+//! Review 2 (adversarial): failing tests for the PostgreSQL store.
+
+use std::time::Duration;
+
+use leafid::{SegmentGenerator, SegmentOptions};
+use sqlx::Row;
+
+use crate::support::postgres::{sql, url_with};
+
+fn run(stmt: String) {
+    sql(move |pool| {
+        Box::pin(async move {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(stmt))
+                .execute(&pool)
+                .await
+                .unwrap();
+        })
+    });
+}
+
+fn max_id(schema: &str) -> i64 {
+    let q = format!("SELECT max_id FROM {schema}.leaf_alloc WHERE biz_tag = 't'");
+    sql(move |pool| {
+        Box::pin(async move {
+            let r = sqlx::raw_sql(sqlx::AssertSqlSafe(q))
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+            r.try_get::<i64, _>("max_id").unwrap()
+        })
+    })
+}
+
+/// A `leaf_alloc` whose `step` is `bigint` (a natural port of Leaf's `int(11)`, and what
+/// many schema converters emit): the UPDATE commits, then reading `step` as `i32` fails,
+/// so every attempt (and every background retry) burns a whole step of the row and
+/// issues nothing, reported as an outage.
+#[test]
+fn rev2_a_bigint_step_column_never_burns_ranges_without_issuing() {
+    let schema = format!("rev2_bigint_{}", std::process::id());
+    run(format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; \
+         CREATE TABLE {schema}.leaf_alloc (biz_tag varchar(128) PRIMARY KEY, \
+         max_id bigint NOT NULL DEFAULT 1, step bigint NOT NULL, \
+         description varchar(256), update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP); \
+         INSERT INTO {schema}.leaf_alloc (biz_tag, max_id, step) VALUES ('t', 1, 1000)"
+    ));
+    let url = url_with(|u| {
+        u.query_pairs_mut()
+            .append_pair("options", &format!("-c search_path={schema}"));
+    });
+    let opts = SegmentOptions::default().wait_timeout(Duration::from_millis(300));
+    let result = SegmentGenerator::connect_blocking(&url, opts).map(|gen| {
+        let mut got = vec![];
+        for _ in 0..5 {
+            got.push(gen.next_id("t").map_err(|e| e.to_string()));
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        gen.close();
+        got
+    });
+    let stored = max_id(&schema);
+    run(format!("DROP SCHEMA {schema} CASCADE"));
+    let issued = matches!(&result, Ok(v) if v.iter().any(|r| r.is_ok()));
+    assert!(
+        issued || stored == 1,
+        "no id issued, yet the row was raised from 1 to {stored} ({} ids burnt); calls: {result:?}",
+        stored - 1
+    );
+}

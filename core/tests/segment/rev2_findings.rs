@@ -68,3 +68,37 @@ fn rev2_a_bigint_step_column_never_burns_ranges_without_issuing() {
         stored - 1
     );
 }
+
+/// PostgreSQL compares `biz_tag` exactly: `Rev2-Case-…` and `rev2-case-…` are two rows,
+/// each with its own range from 1. The high-water mark folds case (MySQL's collation),
+/// so after one of them loaded 1..11 the other's first segment 1..11 is refused as
+/// "lowered": a valid table on PostgreSQL stops issuing for one of the tags.
+#[test]
+fn rev2_two_pg_tags_differing_in_case_both_issue() {
+    use crate::support::postgres::{connect, create, fresh_tag};
+    let gen = connect(SegmentOptions::default());
+    let lower = fresh_tag("rev2-case");
+    let upper = lower.to_uppercase();
+    create(&gen, &lower, 1, 10);
+    create(&gen, &upper, 1, 10);
+    let a = gen.next_id(&lower);
+    let b = gen.next_id(&upper);
+    gen.close();
+    assert!(a.is_ok() && b.is_ok(), "{lower}: {a:?}\n{upper}: {b:?}");
+}
+
+/// A password holding `?` after digits (`4711?Kq`): the URL parser reads `4711` as the
+/// port of host `leaf`, the rest as the query. `ambiguous_user_info` refuses `/` and `#`
+/// there but not `?`, so the error names "PostgreSQL at leaf:4711": part of the password.
+#[test]
+fn rev2_a_password_with_a_question_mark_is_not_shown() {
+    let url = "postgres://leaf:4711?Kq@127.0.0.1:5432/leafid";
+    let e = SegmentGenerator::connect_blocking(
+        url,
+        SegmentOptions::default().wait_timeout(Duration::from_secs(2)),
+    )
+    .err()
+    .map(|e| format!("{e} | {e:?}"))
+    .unwrap_or_default();
+    assert!(!e.contains("4711"), "password fragment shown: {e}");
+}

@@ -102,3 +102,45 @@ fn rev2_a_password_with_a_question_mark_is_not_shown() {
     .unwrap_or_default();
     assert!(!e.contains("4711"), "password fragment shown: {e}");
 }
+
+/// Probe (passes if the chunked form holds): one thread, two stores' tags, generators
+/// opened and closed in a loop on one shared store, chunks bigger than segments.
+#[test]
+fn rev2_probe_chunks_across_generators_on_one_thread() {
+    use leafid::segment::store::memory::MemoryStore;
+    use leafid::segment::SegmentStore;
+    use std::collections::{HashMap, HashSet};
+    use std::sync::Arc;
+    let store = Arc::new(MemoryStore::new());
+    for t in ["a", "b"] {
+        let s = store.clone();
+        leafid::runtime::block_on(async move { s.create_tag(t, 1, 7, "").await }).unwrap();
+    }
+    let mut seen: HashMap<&str, HashSet<i64>> = HashMap::new();
+    for round in 0..40 {
+        let opts = SegmentOptions::default().thread_chunk(4096).max_step(7).wait_timeout(Duration::from_secs(5));
+        let dyns: Arc<dyn SegmentStore> = store.clone();
+        let g1 = leafid::runtime::block_on(SegmentGenerator::with_store(dyns.clone(), opts.clone())).unwrap();
+        let g2 = leafid::runtime::block_on(SegmentGenerator::with_store(dyns, opts)).unwrap();
+        let mut last: HashMap<(usize, &str), i64> = HashMap::new();
+        for k in 0..500usize {
+            let (gi, g) = if (k + round) % 3 == 0 { (1, &g2) } else { (0, &g1) };
+            let tag = if k % 5 == 0 { "b" } else { "a" };
+            let ids: Vec<i64> = match k % 7 {
+                0 => g.next_ids(tag, 3).unwrap(),
+                1 => g.try_next_id(tag).into_iter().collect(),
+                2 => g.tag(tag).unwrap().next_ids(9).unwrap(),
+                _ => vec![g.next_id(tag).unwrap()],
+            };
+            for id in ids {
+                assert!(seen.entry(tag).or_default().insert(id), "{tag} {id} twice (round {round}, k {k})");
+                let l = last.entry((gi, tag)).or_insert(0);
+                assert!(id > *l, "{tag} gen{gi}: {id} after {l}");
+                *l = id;
+            }
+        }
+        g1.close();
+        assert!(g1.next_id("a").is_err());
+        if round % 2 == 0 { g2.close(); }
+    }
+}

@@ -466,4 +466,29 @@ mod tests {
         .unwrap();
         assert_eq!(c.snowflake_url.unwrap(), "postgres://u@db/leaf?port=7000");
     }
+
+    /// Review 2: pgjdbc's `ssl=true` (and a bare `ssl`) means TLS required (sslmode
+    /// verify-full when no sslmode is given); dropping it leaves sqlx's default
+    /// `prefer`, which connects in clear text to a server (or a man in the middle) that
+    /// offers no TLS.
+    #[test]
+    fn rev2_pgjdbc_ssl_true_is_not_downgraded_to_prefer() {
+        for q in ["ssl=true", "ssl", "ssl=true&sslfactory=org.postgresql.ssl.NonValidatingFactory"] {
+            let c = from_properties(&format!(
+                "leaf.name=t\nleaf.segment.enable=true\nleaf.snowflake.enable=false\n\
+                 leaf.jdbc.url=jdbc:postgresql://db:5432/leaf?{q}\n\
+                 leaf.jdbc.username=u\nleaf.jdbc.password=p"
+            ));
+            match c {
+                Err(_) => {} // refusing is fine too
+                Ok(c) => {
+                    let url = c.segment_url.unwrap();
+                    assert!(
+                        url.contains("sslmode=require") || url.contains("sslmode=verify"),
+                        "jdbc ?{q} became {url}: TLS no longer required"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -57,3 +57,6 @@ mod harness;
 
 /// Errors keep their driver's cause; an outage reads as one.
 mod error_causes;
+
+/// Review 2's failing tests (PostgreSQL store).
+mod rev2_findings;

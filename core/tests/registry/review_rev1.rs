@@ -147,3 +147,62 @@ fn rev1_statefulset_deleted_floor_file_reissues_ids_without_a_watch() {
         b_ids.len()
     );
 }
+
+/// One `PoolRegistry` given to two generators (`custom_registry` takes an `Arc`, and
+/// nothing refuses a second generator on it): the second acquire finds the first's row
+/// still naming the registry's token, "takes it back" (`choose`'s `mine` branch, a
+/// forced take), and both generators hold one worker id, renewing the same row with the
+/// same token, neither's poll seeing the other (the second acquire aborted the first's
+/// poll, and both renews share one `Written`).
+fn one_pool_registry_under_two_generators(base: &str) {
+    let name = unique_name("shared");
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}pool={name}&pool_size=4");
+    let registry = Arc::new(PoolRegistry::from_url(&url).unwrap());
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let build = |dir: &std::path::Path| {
+        SnowflakeGenerator::builder()
+            .custom_registry(registry.clone())
+            .cache_dir(dir)
+            .build_blocking()
+    };
+    let a = build(da.path()).unwrap();
+    let b = match build(db.path()) {
+        Err(e) => {
+            a.close();
+            eprintln!("second generator refused: {e}");
+            return;
+        }
+        Ok(b) => b,
+    };
+    let (wa, wb) = (a.worker_id(), b.worker_id());
+    let (ia, ib) = std::thread::scope(|s| {
+        let ta = s.spawn(|| issue_for(&a, Duration::from_millis(4_000)));
+        let tb = s.spawn(|| issue_for(&b, Duration::from_millis(4_000)));
+        (ta.join().unwrap(), tb.join().unwrap())
+    });
+    a.close();
+    b.close();
+    let set: HashSet<i64> = ia.iter().copied().collect();
+    let dups = ib.iter().filter(|i| set.contains(i)).count();
+    assert!(
+        wa != wb && dups == 0,
+        "two live generators on one registry: worker ids {wa} and {wb}, {dups} of {} ids issued twice",
+        ib.len()
+    );
+}
+
+#[test]
+fn rev1_mysql_one_pool_registry_under_two_generators() {
+    one_pool_registry_under_two_generators(
+        &std::env::var("LEAFID_MYSQL_URL").expect("source .services/env"),
+    );
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn rev1_pg_one_pool_registry_under_two_generators() {
+    one_pool_registry_under_two_generators(
+        &std::env::var("LEAFID_PG_URL").expect("source .services/env"),
+    );
+}

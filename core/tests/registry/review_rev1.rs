@@ -69,17 +69,17 @@ fn pool_gen(url: &str, cache: &std::path::Path, offset_ms: i64) -> SnowflakeGene
 /// operator deletes the released row (frees the id, a `TRUNCATE`, a dump restored
 /// without it); host B (clock 4 s behind, its own cache dir) takes the id, waits the
 /// unfloored 3.5 s, and issues A's ids again.
-fn deleted_pool_row_and_skewed_hosts_reissue(base: &str) {
+fn deleted_pool_row_and_skewed_hosts_reissue(base: &str, skew_ms: i64) {
     let name = unique_name("skew");
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}pool={name}&pool_size=1");
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = pool_gen(&url, da.path(), 4_000);
+    let a = pool_gen(&url, da.path(), skew_ms);
     let a_ids = issue_for(&a, Duration::from_millis(1_000));
     a.close();
     let sql = format!("DELETE FROM leafid_worker_pool WHERE pool = '{name}'");
     leafid::runtime::block_on(run_sql(base.to_string(), sql));
-    let b = pool_gen(&url, db.path(), -4_000);
+    let b = pool_gen(&url, db.path(), -skew_ms);
     assert_eq!(b.worker_id(), a.worker_id());
     let b_ids = issue_for(&b, Duration::from_millis(6_000));
     b.close();
@@ -98,6 +98,17 @@ fn deleted_pool_row_and_skewed_hosts_reissue(base: &str) {
 fn rev1_mysql_deleted_pool_row_and_skewed_hosts_reissue_ids() {
     deleted_pool_row_and_skewed_hosts_reissue(
         &std::env::var("LEAFID_MYSQL_URL").expect("source .services/env"),
+        4_000,
+    );
+}
+
+/// Control: the same with both clocks right passes (the unfloored wait covers it).
+#[cfg(feature = "postgres")]
+#[test]
+fn rev1_control_pg_deleted_pool_row_with_clocks_agreeing_passes() {
+    deleted_pool_row_and_skewed_hosts_reissue(
+        &std::env::var("LEAFID_PG_URL").expect("source .services/env"),
+        0,
     );
 }
 
@@ -106,6 +117,7 @@ fn rev1_mysql_deleted_pool_row_and_skewed_hosts_reissue_ids() {
 fn rev1_pg_deleted_pool_row_and_skewed_hosts_reissue_ids() {
     deleted_pool_row_and_skewed_hosts_reissue(
         &std::env::var("LEAFID_PG_URL").expect("source .services/env"),
+        4_000,
     );
 }
 
@@ -116,11 +128,21 @@ fn rev1_pg_deleted_pool_row_and_skewed_hosts_reissue_ids() {
 /// rule 5) and repeats A's last ids.
 #[test]
 fn rev1_statefulset_deleted_floor_file_reissues_ids_without_a_watch() {
+    statefulset_deleted_floor_file(917, -1_500);
+}
+
+/// Control: the same with both nodes' clocks right passes.
+#[test]
+fn rev1_control_statefulset_deleted_floor_file_with_clocks_agreeing_passes() {
+    statefulset_deleted_floor_file(918, 0);
+}
+
+fn statefulset_deleted_floor_file(ordinal: u32, b_offset_ms: i64) {
     let floor = tempfile::tempdir().unwrap();
     let (ca, cb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let host = "rev1sts-917";
+    let host = format!("rev1sts-{ordinal}");
     let make = |cache: &std::path::Path, offset: i64| {
-        let config = StatefulsetConfig::new(host).floor_dir(floor.path());
+        let config = StatefulsetConfig::new(host.clone()).floor_dir(floor.path());
         SnowflakeGenerator::builder()
             .custom_registry(Arc::new(StatefulsetRegistry::new(config).unwrap()))
             .clock(Arc::new(Skewed(offset)))
@@ -131,11 +153,11 @@ fn rev1_statefulset_deleted_floor_file_reissues_ids_without_a_watch() {
     let a = make(ca.path(), 0);
     let a_ids = issue_for(&a, Duration::from_millis(1_000));
     a.close();
-    let file = floor.path().join("worker-917.json");
+    let file = floor.path().join(format!("worker-{ordinal}.json"));
     assert!(file.exists());
     std::fs::remove_file(&file).unwrap();
     let started = Instant::now();
-    let b = make(cb.path(), -1_500);
+    let b = make(cb.path(), b_offset_ms);
     let waited = started.elapsed();
     let b_ids = issue_for(&b, Duration::from_millis(2_500));
     b.close();

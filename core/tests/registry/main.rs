@@ -86,3 +86,6 @@ mod postgres_identity;
 
 /// A reviewer's proofs: records wiped or restored under a cut-off holder.
 mod fencing_review;
+
+/// Reviewer rev1: floor records lost while two hosts' clocks differ within the skew limit.
+mod review_rev1;

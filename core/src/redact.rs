@@ -46,7 +46,7 @@ pub fn url(text: &str) -> String {
     }
 }
 
-/// Whether `url`'s user info holds a `/` that a URL parser takes for the end of the
+/// Whether `url`'s user info holds a `/` (or a `?`) that a URL parser takes for the end of the
 /// host: `mysql://app:47/11@db:3306/leaf` connects to host `app`, port `47`, and a
 /// message naming that "host" would show part of the password. [`url()`] hides
 /// everything up to the last `@`, so the two readings disagree; stores refuse such a
@@ -54,7 +54,14 @@ pub fn url(text: &str) -> String {
 pub fn ambiguous_user_info(url: &str) -> bool {
     let (_, rest) = split_scheme(url);
     match (rest.rfind('@'), rest.find(['/', '?', '#'])) {
-        (Some(at), Some(end)) => end < at && !rest[..at].contains('?'),
+        (Some(at), Some(end)) if end < at => match rest[..at].find('?') {
+            None => true,
+            // An `@` in the query (`host/db?mail=a@b`) is fine. A `?` before any `/`,
+            // then an `@` followed by a path, is a password holding `?`
+            // (`user:12?x@host/db`), which a parser reads as host `user`, port `12`
+            // and a query: the host shown in errors would be the password's start.
+            Some(q) => rest.find('/').is_none_or(|slash| q < slash) && rest[at..].contains('/'),
+        },
         _ => false,
     }
 }
@@ -171,6 +178,10 @@ mod tests {
         assert!(!amb("mysql://root@127.0.0.1:3306/leaf"));
         assert!(!amb("mysql://127.0.0.1:3306/leaf?ssl-ca=a@b"));
         assert!(!amb("mysql://u:p@h:1/db?x=a@b"));
+        // Review 2: a `?` in the password read as the start of a query.
+        assert!(amb("postgres://leaf:4711?Kq@127.0.0.1:5432/leafid"));
+        assert!(!amb("postgres://leaf:4711%3FKq@127.0.0.1:5432/leafid"));
+        assert!(!amb("postgres://h?user=a@b"));
     }
 
     #[test]

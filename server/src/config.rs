@@ -253,16 +253,11 @@ fn jdbc_to_url(props: &HashMap<String, String>) -> Result<String, ConfigError> {
             })?;
         ("mysql", rest)
     };
-    let sslmode = (scheme == "postgres")
-        .then(|| {
-            rest.split_once('?')
-                .map(|(_, q)| q)
-                .unwrap_or("")
-                .split('&')
-                .find_map(|kv| kv.strip_prefix("sslmode="))
-        })
-        .flatten()
-        .filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+    let tls = if scheme == "postgres" {
+        pg_tls_params(rest).map_err(|reason| err(key, reason))?
+    } else {
+        Vec::new()
+    };
     let rest = rest.split(['?', ';']).next().unwrap_or("");
     let (host, db) = rest
         .split_once('/')
@@ -296,8 +291,73 @@ fn jdbc_to_url(props: &HashMap<String, String>) -> Result<String, ConfigError> {
     } else {
         format!("{}:{}", encode(user), encode(password))
     };
-    let query = sslmode.map(|m| format!("?sslmode={m}")).unwrap_or_default();
+    let query = if tls.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", tls.join("&"))
+    };
     Ok(format!("{scheme}://{creds}@{host}/{db}{query}"))
+}
+
+/// The TLS settings of a pgjdbc URL's query, as leafid's (libpq's) parameters: `sslmode`
+/// as written; `ssl` / `ssl=true` without `sslmode` as `verify-full` (what pgjdbc does
+/// with it); `sslrootcert`, `sslcert`, `sslkey` carried over. Dropping any of them would
+/// weaken the connection (`prefer` connects in clear text to a server without TLS), so
+/// a value leafid cannot carry is refused instead.
+fn pg_tls_params(rest: &str) -> Result<Vec<String>, String> {
+    let query = rest.split_once('?').map(|(_, q)| q).unwrap_or("");
+    let mut out = Vec::new();
+    let mut mode = None;
+    let mut ssl = None;
+    // pgjdbc's factory that encrypts without checking the certificate: `require`.
+    let mut unverified = false;
+    for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        match k {
+            "sslmode" => {
+                const MODES: [&str; 6] = [
+                    "disable",
+                    "allow",
+                    "prefer",
+                    "require",
+                    "verify-ca",
+                    "verify-full",
+                ];
+                if !MODES.contains(&v) {
+                    return Err(format!(
+                        "sslmode={v:?} is not one of {}; leafid will not guess a weaker one",
+                        MODES.join(", ")
+                    ));
+                }
+                mode = Some(v.to_string());
+            }
+            "ssl" => ssl = Some(v),
+            "sslfactory" => unverified = v.ends_with(".NonValidatingFactory"),
+            "sslrootcert" | "sslcert" | "sslkey" => {
+                let ok = !v.is_empty()
+                    && v.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "/._-%".contains(c));
+                if !ok {
+                    return Err(format!(
+                        "{k} must be a file path (letters, digits, / . _ - and %-escapes)"
+                    ));
+                }
+                out.push(format!("{k}={v}"));
+            }
+            _ => {}
+        }
+    }
+    match (mode, ssl) {
+        (Some(m), Some("false")) if m != "disable" => {
+            return Err(format!("ssl=false contradicts sslmode={m}; keep one"))
+        }
+        (Some(m), _) => out.insert(0, format!("sslmode={m}")),
+        (None, Some("" | "true")) if unverified => out.insert(0, "sslmode=require".into()),
+        (None, Some("" | "true")) => out.insert(0, "sslmode=verify-full".into()),
+        (None, Some("false")) | (None, None) => {}
+        (None, Some(v)) => return Err(format!("ssl={v:?}: expected true or false")),
+    }
+    Ok(out)
 }
 
 /// Percent-encodes everything but unreserved characters, for the user info of a URL.
@@ -473,7 +533,11 @@ mod tests {
     /// offers no TLS.
     #[test]
     fn rev2_pgjdbc_ssl_true_is_not_downgraded_to_prefer() {
-        for q in ["ssl=true", "ssl", "ssl=true&sslfactory=org.postgresql.ssl.NonValidatingFactory"] {
+        for q in [
+            "ssl=true",
+            "ssl",
+            "ssl=true&sslfactory=org.postgresql.ssl.NonValidatingFactory",
+        ] {
             let c = from_properties(&format!(
                 "leaf.name=t\nleaf.segment.enable=true\nleaf.snowflake.enable=false\n\
                  leaf.jdbc.url=jdbc:postgresql://db:5432/leaf?{q}\n\

@@ -42,8 +42,8 @@ pub(crate) fn connect_options(url: &str, expected: &str) -> Result<MySqlConnectO
     if crate::redact::ambiguous_user_info(url) {
         return Err(Error::invalid_url(
             url,
-            "the user or password holds a '/', which ends the host part of a URL: \
-             percent-encode it as %2F",
+            "the user or password holds a '/' or a '?', which ends the host part of a \
+             URL: percent-encode them as %2F and %3F",
         ));
     }
     MySqlConnectOptions::from_str(&normalized)

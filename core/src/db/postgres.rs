@@ -67,8 +67,8 @@ pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions> {
     if crate::redact::ambiguous_user_info(url) {
         return Err(Error::invalid_url(
             url,
-            "the user or password holds a '/', which ends the host part of a URL: \
-             percent-encode it as %2F",
+            "the user or password holds a '/' or a '?', which ends the host part of a \
+             URL: percent-encode them as %2F and %3F",
         ));
     }
     let options = PgConnectOptions::from_str(url).map_err(|e| {

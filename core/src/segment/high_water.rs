@@ -34,18 +34,38 @@ use crate::error::{Error, Result};
 pub const MAX_MARKS: usize = 100_000;
 
 /// The marks of one generator, by tag.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct HighWater {
     marks: Mutex<HashMap<Box<str>, i64>>,
+    /// Whether tags are keyed as MySQL compares them ([`SegmentStore::folds_tag_case`]).
+    ///
+    /// [`SegmentStore::folds_tag_case`]: super::SegmentStore::folds_tag_case
+    fold: bool,
 }
 
 impl HighWater {
+    /// Marks keyed by the exact tag, or folded as the store folds (`fold`).
+    pub(super) fn new(fold: bool) -> HighWater {
+        HighWater {
+            marks: Mutex::default(),
+            fold,
+        }
+    }
+
+    fn key(&self, tag: &str) -> String {
+        if self.fold {
+            row_key(tag)
+        } else {
+            tag.to_string()
+        }
+    }
+
     /// Admits the segment `start..max_id` of `tag`, or refuses it: one that starts
     /// below the tag's mark (its ids would repeat), or a new tag past [`MAX_MARKS`].
     /// An admitted segment raises the mark to `max_id`. Called with the tag buffer's
     /// lock held; takes only this lock, briefly, with no I/O.
     pub(super) fn admit(&self, tag: &str, start: i64, max_id: i64, step: i64) -> Result<()> {
-        let key = row_key(tag);
+        let key = self.key(tag);
         let mut marks = self.lock();
         let high = marks.get(key.as_str()).copied().unwrap_or(0);
         if start < high.max(0) {
@@ -71,7 +91,10 @@ impl HighWater {
     /// The mark of `tag`, 0 before its first segment (for tests and stats).
     #[cfg(test)]
     pub(super) fn mark(&self, tag: &str) -> i64 {
-        self.lock().get(row_key(tag).as_str()).copied().unwrap_or(0)
+        self.lock()
+            .get(self.key(tag).as_str())
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The lock, for the generator's fork guard (a fork while a refill holds it would
@@ -82,10 +105,9 @@ impl HighWater {
     }
 }
 
-/// The key of the row a tag names. MySQL's default collations compare `biz_tag`
-/// case-insensitively and ignore trailing spaces, so `order`, `ORDER` and `order ` are
-/// one row: one mark. Folding more than a store does only refuses more (a case-sensitive
-/// SQLite table with both `order` and `Order`), never reissues.
+/// The key of the row a tag names in a store that folds. MySQL's default collations
+/// compare `biz_tag` case-insensitively and ignore trailing spaces, so `order`, `ORDER`
+/// and `order ` are one row: one mark.
 fn row_key(tag: &str) -> String {
     tag.trim_end_matches(' ').to_lowercase()
 }
@@ -115,7 +137,7 @@ mod tests {
     #[test]
     fn one_mark_for_every_spelling_mysql_takes_for_one_row() {
         // Review: `Order` after `order` was a new key, so a lowered row was admitted.
-        let hw = HighWater::default();
+        let hw = HighWater::new(true);
         hw.admit("order", 1, 1001, 1000).unwrap();
         for spelling in ["Order", "ORDER", "order  "] {
             let e = hw.admit(spelling, 1, 1001, 1000).unwrap_err();
@@ -125,7 +147,7 @@ mod tests {
 
     #[test]
     fn a_segment_below_the_mark_is_refused_and_the_mark_only_rises() {
-        let hw = HighWater::default();
+        let hw = HighWater::new(true);
         hw.admit("t", 1, 101, 100).unwrap();
         hw.admit("t", 101, 201, 100).unwrap();
         assert_eq!(hw.mark("t"), 201);
@@ -142,7 +164,7 @@ mod tests {
 
     #[test]
     fn past_the_cap_a_new_tag_is_refused_and_known_ones_go_on() {
-        let hw = HighWater::default();
+        let hw = HighWater::new(true);
         for k in 0..MAX_MARKS {
             hw.admit(&format!("t{k}"), 0, 10, 10).unwrap();
         }

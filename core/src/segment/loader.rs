@@ -66,6 +66,7 @@ impl Loader {
         epoch: u64,
         generator: Weak<dyn FollowsFork>,
     ) -> Loader {
+        let fold = store.folds_tag_case();
         Loader {
             opts,
             store: Mutex::new(StoreSlot {
@@ -73,7 +74,7 @@ impl Loader {
                 store,
                 refused: None,
             }),
-            high_water: HighWater::default(),
+            high_water: HighWater::new(fold),
             generator,
         }
     }

@@ -41,7 +41,11 @@ fn unique_name(test: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    format!("rev1_{test}_{}_{}", std::process::id(), nanos % 1_000_000_000)
+    format!(
+        "rev1_{test}_{}_{}",
+        std::process::id(),
+        nanos % 1_000_000_000
+    )
 }
 
 async fn run_sql(base: String, sql: String) {
@@ -49,11 +53,19 @@ async fn run_sql(base: String, sql: String) {
     #[cfg(feature = "postgres")]
     if base.starts_with("postgres") {
         let mut c = sqlx::PgConnection::connect(&base).await.expect("connect");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("sql");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .expect("sql");
         return;
     }
-    let mut c = sqlx::MySqlConnection::connect(&base).await.expect("connect");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut c).await.expect("sql");
+    let mut c = sqlx::MySqlConnection::connect(&base)
+        .await
+        .expect("connect");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut c)
+        .await
+        .expect("sql");
 }
 
 fn pool_gen(url: &str, cache: &std::path::Path, offset_ms: i64) -> SnowflakeGenerator {

@@ -118,13 +118,22 @@ fn rev2_probe_chunks_across_generators_on_one_thread() {
     }
     let mut seen: HashMap<&str, HashSet<i64>> = HashMap::new();
     for round in 0..40 {
-        let opts = SegmentOptions::default().thread_chunk(4096).max_step(7).wait_timeout(Duration::from_secs(5));
+        let opts = SegmentOptions::default()
+            .thread_chunk(4096)
+            .max_step(7)
+            .wait_timeout(Duration::from_secs(5));
         let dyns: Arc<dyn SegmentStore> = store.clone();
-        let g1 = leafid::runtime::block_on(SegmentGenerator::with_store(dyns.clone(), opts.clone())).unwrap();
+        let g1 =
+            leafid::runtime::block_on(SegmentGenerator::with_store(dyns.clone(), opts.clone()))
+                .unwrap();
         let g2 = leafid::runtime::block_on(SegmentGenerator::with_store(dyns, opts)).unwrap();
         let mut last: HashMap<(usize, &str), i64> = HashMap::new();
         for k in 0..500usize {
-            let (gi, g) = if (k + round) % 3 == 0 { (1, &g2) } else { (0, &g1) };
+            let (gi, g) = if (k + round) % 3 == 0 {
+                (1, &g2)
+            } else {
+                (0, &g1)
+            };
             let tag = if k % 5 == 0 { "b" } else { "a" };
             let ids: Vec<i64> = match k % 7 {
                 0 => g.next_ids(tag, 3).unwrap(),
@@ -133,7 +142,10 @@ fn rev2_probe_chunks_across_generators_on_one_thread() {
                 _ => vec![g.next_id(tag).unwrap()],
             };
             for id in ids {
-                assert!(seen.entry(tag).or_default().insert(id), "{tag} {id} twice (round {round}, k {k})");
+                assert!(
+                    seen.entry(tag).or_default().insert(id),
+                    "{tag} {id} twice (round {round}, k {k})"
+                );
                 let l = last.entry((gi, tag)).or_insert(0);
                 assert!(id > *l, "{tag} gen{gi}: {id} after {l}");
                 *l = id;
@@ -141,6 +153,8 @@ fn rev2_probe_chunks_across_generators_on_one_thread() {
         }
         g1.close();
         assert!(g1.next_id("a").is_err());
-        if round % 2 == 0 { g2.close(); }
+        if round % 2 == 0 {
+            g2.close();
+        }
     }
 }

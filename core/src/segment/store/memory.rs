@@ -78,6 +78,11 @@ impl MemoryStore {
 }
 
 impl SegmentStore for MemoryStore {
+    /// No: a map keyed by the exact tag.
+    fn folds_tag_case(&self) -> bool {
+        false
+    }
+
     fn allocate<'a>(
         &'a self,
         tag: &'a str,

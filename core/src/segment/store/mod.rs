@@ -90,6 +90,17 @@ pub trait SegmentStore: Send + Sync + std::fmt::Debug {
     /// The same store with fresh connections, for a child process after `fork()`
     /// (inherited sockets belong to the parent).
     fn reopen(&self) -> Result<Arc<dyn SegmentStore>>;
+
+    /// Whether the table treats tags that differ only in case or in trailing spaces
+    /// (`order`, `Order`, `order `) as one row, as MySQL's default collations do. The
+    /// generator keys its high-water marks the same way: a store that folds must say so,
+    /// or a row reached under two spellings and lowered could reissue ids; a store that
+    /// does not fold must not, or two distinct rows would refuse each other's segments.
+    /// The default, `true`, is the safe side for a store that does not say: it can only
+    /// refuse more, never reissue.
+    fn folds_tag_case(&self) -> bool {
+        true
+    }
 }
 
 /// Opens the store a URL names. No I/O happens here: connections are made on first

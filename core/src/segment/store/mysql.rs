@@ -100,6 +100,12 @@ impl MysqlStore {
 }
 
 impl SegmentStore for MysqlStore {
+    /// Yes: MySQL's default collations (`utf8mb4_0900_ai_ci`, `utf8_general_ci`, …)
+    /// compare `biz_tag` case-insensitively and ignore trailing spaces.
+    fn folds_tag_case(&self) -> bool {
+        true
+    }
+
     fn allocate<'a>(
         &'a self,
         tag: &'a str,

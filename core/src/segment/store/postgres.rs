@@ -176,6 +176,11 @@ fn db_error(e: sqlx::Error) -> Error {
 }
 
 impl SegmentStore for PostgresStore {
+    /// No: PostgreSQL compares `varchar` case-sensitively, trailing spaces included.
+    fn folds_tag_case(&self) -> bool {
+        false
+    }
+
     fn allocate<'a>(
         &'a self,
         tag: &'a str,
@@ -192,13 +197,13 @@ impl SegmentStore for PostgresStore {
                     "UPDATE leaf_alloc SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP \
                      WHERE biz_tag = {t} AND step > 0 \
                      AND max_id <= 9223372036854775807 - GREATEST(step, 0) \
-                     RETURNING max_id, step"
+                     RETURNING max_id::bigint AS max_id, step::bigint AS step"
                 ),
                 Some(step) => format!(
                     "UPDATE leaf_alloc SET max_id = max_id + ({step}), update_time = CURRENT_TIMESTAMP \
                      WHERE biz_tag = {t} AND step > 0 AND ({step}) > 0 \
                      AND max_id <= 9223372036854775807 - ({}) \
-                     RETURNING max_id, step",
+                     RETURNING max_id::bigint AS max_id, step::bigint AS step",
                     step.max(0)
                 ),
             };
@@ -210,12 +215,12 @@ impl SegmentStore for PostgresStore {
             if let Some(row) = row {
                 return Ok(Allocation {
                     max_id: row.try_get("max_id").map_err(db_error)?,
-                    step: row.try_get::<i32, _>("step").map_err(db_error)? as i64,
+                    step: row.try_get::<i64, _>("step").map_err(db_error)?,
                 });
             }
             // Missing, or a row the guard refused: say which.
             let row = sqlx::raw_sql(AssertSqlSafe(format!(
-                "SELECT max_id, step FROM leaf_alloc WHERE biz_tag = {t}"
+                "SELECT max_id::bigint AS max_id, step::bigint AS step FROM leaf_alloc WHERE biz_tag = {t}"
             )))
             .fetch_optional(&mut *conn)
             .await
@@ -225,7 +230,7 @@ impl SegmentStore for PostgresStore {
                 Some(r) => bad_row(
                     tag,
                     r.try_get("max_id").map_err(db_error)?,
-                    r.try_get::<i32, _>("step").map_err(db_error)? as i64,
+                    r.try_get::<i64, _>("step").map_err(db_error)?,
                     step,
                 ),
             })
@@ -263,7 +268,7 @@ impl SegmentStore for PostgresStore {
     fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>> {
         Box::pin(async move {
             let rows = sqlx::raw_sql(
-                "SELECT biz_tag, max_id, step, description, \
+                "SELECT biz_tag, max_id::bigint AS max_id, step::bigint AS step, description, \
                  to_char(update_time, 'YYYY-MM-DD HH24:MI:SS') AS update_time \
                  FROM leaf_alloc ORDER BY biz_tag",
             )
@@ -275,7 +280,7 @@ impl SegmentStore for PostgresStore {
                     Ok(TagRow {
                         tag: r.try_get("biz_tag")?,
                         max_id: r.try_get("max_id")?,
-                        step: r.try_get::<i32, _>("step")? as i64,
+                        step: r.try_get::<i64, _>("step")?,
                         description: r.try_get("description")?,
                         update_time: r.try_get("update_time")?,
                     })

@@ -107,6 +107,11 @@ impl SqliteStore {
 }
 
 impl SegmentStore for SqliteStore {
+    /// No: SQLite compares `biz_tag` byte for byte (BINARY collation).
+    fn folds_tag_case(&self) -> bool {
+        false
+    }
+
     fn allocate<'a>(
         &'a self,
         tag: &'a str,

@@ -375,7 +375,16 @@ impl WorkerRegistry for PoolRegistry {
 
     fn host_identity(&self) -> Option<String> {
         match &self.claim {
-            Claim::Any { .. } => None,
+            // The registry's own token: each registry object holds at most one lease, so
+            // a second generator built on the same object (`custom_registry` takes an
+            // `Arc`) is refused by the host claim instead of taking its own row back and
+            // sharing the id (review 1). Other processes' registries have other tokens.
+            Claim::Any { pool, .. } => Some(format!(
+                "pool/{}/{}/{pool}/{}",
+                self.backend.name().to_ascii_lowercase(),
+                self.backend.place(),
+                self.token
+            )),
             Claim::Identity { ip_port } => Some(format!(
                 "{}/{}/{ip_port}",
                 self.backend.name().to_ascii_lowercase(),

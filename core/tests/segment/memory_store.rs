@@ -219,7 +219,7 @@ fn bad_tags_fail_before_any_io() {
     let err = leafid::runtime::block_on(async move { g.create_tag("ok", 1, -5, "").await });
     assert!(matches!(err, Err(Error::InvalidConfig(_))));
     assert!(matches!(
-        leafid::segment::store::open("postgres://x"),
+        leafid::segment::store::open("oracle://x"),
         Err(Error::InvalidUrl { .. })
     ));
 }

@@ -78,6 +78,9 @@ fn main() {
         file.flush().unwrap();
     }
     file.flush().unwrap();
+    if let Some(gen) = SNOWFLAKE.get() {
+        gen.close();
+    }
     println!(
         "{}",
         serde_json::json!({"ids": ids, "errors": errors, "first_error": first_error,
@@ -114,6 +117,10 @@ fn monotonic_ms() -> u128 {
 
 type Next = Box<dyn FnMut() -> leafid::Result<i64>>;
 
+/// The snowflake generator of a `snowflake` run, for `main` to close.
+static SNOWFLAKE: std::sync::OnceLock<leafid::snowflake::SnowflakeGenerator> =
+    std::sync::OnceLock::new();
+
 fn snowflake(registry: &str, seconds: &str, out: &str) -> (Next, f64, String, Option<u32>) {
     let mut builder = leafid::snowflake::SnowflakeGenerator::builder()
         .registry_url(registry)
@@ -124,6 +131,9 @@ fn snowflake(registry: &str, seconds: &str, out: &str) -> (Next, f64, String, Op
     let gen = builder.build_blocking().unwrap_or_else(|e| fail(&e, out));
     let worker_id = gen.worker_id();
     eprintln!("worker id {worker_id}");
+    // Closed at the end of `main` (a clean exit gives the worker id back at once, as the
+    // Python and Node workers do); a SIGKILLed worker never gets there.
+    let _ = SNOWFLAKE.set(gen.clone());
     (
         Box::new(move || gen.next_id()),
         seconds.parse().expect("SECONDS"),

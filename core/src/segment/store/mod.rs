@@ -199,6 +199,30 @@ pub fn redact(url: &str) -> String {
     crate::redact::url(url)
 }
 
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+/// The result of a tag's `INSERT` as `create_tag` reports it: a unique-key violation is
+/// [`Error::TagExists`] (sqlx knows each database's code for it), any other error
+/// `db_error`'s (the store's own mapping), with an `InvalidTag` naming this tag.
+pub(crate) fn insert_result<T>(
+    tag: &str,
+    result: std::result::Result<T, sqlx::Error>,
+    db_error: fn(sqlx::Error) -> Error,
+) -> Result<()> {
+    match result {
+        Ok(_) => Ok(()),
+        Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+            Err(Error::TagExists { tag: tag.into() })
+        }
+        Err(e) => Err(match db_error(e) {
+            Error::InvalidTag { reason, .. } => Error::InvalidTag {
+                tag: tag.into(),
+                reason,
+            },
+            other => other,
+        }),
+    }
+}
+
 /// Maps a database error to what the user sees, keeping it as the error's source
 /// (classified by [`crate::error::cause`]).
 #[cfg(any(feature = "mysql", feature = "sqlite"))]

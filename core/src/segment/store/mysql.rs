@@ -253,19 +253,7 @@ impl SegmentStore for MysqlStore {
             .bind(description)
             .execute(&mut *self.conn().await?)
             .await;
-            match result {
-                Ok(_) => Ok(()),
-                Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-                    Err(Error::TagExists { tag: tag.into() })
-                }
-                Err(e) => Err(match db_error(e) {
-                    Error::InvalidTag { reason, .. } => Error::InvalidTag {
-                        tag: tag.into(),
-                        reason,
-                    },
-                    other => other,
-                }),
-            }
+            super::insert_result(tag, result, db_error)
         })
     }
 

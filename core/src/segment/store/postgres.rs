@@ -336,19 +336,7 @@ impl SegmentStore for PostgresStore {
             let result = sqlx::raw_sql(AssertSqlSafe(sql))
                 .execute(&mut *self.conn().await?)
                 .await;
-            match result {
-                Ok(_) => Ok(()),
-                Err(e) if sqlstate(&e) == Some(pg::UNIQUE_VIOLATION) => {
-                    Err(Error::TagExists { tag: tag.into() })
-                }
-                Err(e) => Err(match db_error(e) {
-                    Error::InvalidTag { reason, .. } => Error::InvalidTag {
-                        tag: tag.into(),
-                        reason,
-                    },
-                    other => other,
-                }),
-            }
+            super::insert_result(tag, result, db_error)
         })
     }
 

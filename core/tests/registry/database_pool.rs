@@ -367,3 +367,33 @@ mod on_postgres {
         killed_holders_id_waits_for_its_lease(&postgres());
     }
 }
+
+/// Final review: a row an operator moved to `worker_id = -1` was chosen (it passed the
+/// `< pool_size` check), cast to 4294967295 and failed the start with
+/// `WorkerIdOutOfRange`; a row outside `0..pool_size` is now never chosen.
+fn a_row_outside_the_pool_is_never_chosen(base: &str) {
+    let url = pool_url(base, "outside", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let a = build(&url, dir.path()).unwrap();
+    a.next_id().unwrap();
+    a.close();
+    let pool = pool_name(&url);
+    exec(
+        base,
+        &format!("UPDATE leafid_worker_pool SET worker_id = -1 WHERE pool = '{pool}'"),
+    );
+    let b = build(&url, dir.path()).unwrap();
+    assert_eq!(b.worker_id(), 0);
+    b.next_id().unwrap();
+    b.close();
+}
+
+#[test]
+fn mysql_a_row_outside_the_pool_is_never_chosen() {
+    a_row_outside_the_pool_is_never_chosen(&mysql());
+}
+
+#[test]
+fn pg_a_row_outside_the_pool_is_never_chosen() {
+    a_row_outside_the_pool_is_never_chosen(&postgres());
+}

@@ -131,6 +131,17 @@ impl PoolRegistry {
                     .iter()
                     .find(|s| s.identity.as_deref() == Some(ip_port))
                 {
+                    // An identity's row edited to a value no worker id has: refused
+                    // before it is taken, never cast to a small id.
+                    Some(s) if u32::try_from(s.worker_id).is_err() => Err(Error::Malformed {
+                        what: "leafid_worker_pool row",
+                        path: format!("{} identity {ip_port}", self.shown()),
+                        reason: format!(
+                            "worker_id {} is not a worker id; delete the row (after \
+                             stopping its holder) so the identity gets a new one",
+                            s.worker_id
+                        ),
+                    }),
                     Some(s) if s.free(now) => Ok(Step::Take(s.clone(), false)),
                     Some(s) if holder_dead(s) || self.ours(s) => Ok(Step::Take(s.clone(), true)),
                     Some(s) => Err(Error::WorkerIdInUse {
@@ -148,13 +159,11 @@ impl PoolRegistry {
                 // A row with a floor first: its watch is shorter than a new row's.
                 let free: Vec<&Slot> = slots
                     .iter()
-                    .filter(|s| s.worker_id < size as i64 && s.free(now))
+                    .filter(|s| s.in_pool(size) && s.free(now))
                     .collect();
                 // A row still naming this registry (a lease it lost to a rewritten bound,
                 // or whose release failed) is its own to take back first.
-                let mine = slots
-                    .iter()
-                    .find(|s| s.worker_id < size as i64 && self.ours(s));
+                let mine = slots.iter().find(|s| s.in_pool(size) && self.ours(s));
                 if let Some(s) = mine {
                     return Ok(Step::Take(s.clone(), true));
                 }
@@ -179,7 +188,7 @@ impl PoolRegistry {
     fn exhausted(&self, slots: &[Slot], now: i64, size: u32) -> Error {
         let live: Vec<String> = slots
             .iter()
-            .filter(|s| s.worker_id < size as i64 && !s.free(now))
+            .filter(|s| s.in_pool(size) && !s.free(now))
             .map(|s| format!("worker {}: {}", s.worker_id, live_holder(s, now)))
             .collect();
         let more = live.len().saturating_sub(NAMED);

@@ -29,6 +29,12 @@ impl Slot {
     pub(super) fn free(&self, now: i64) -> bool {
         self.holder.is_empty() || (self.expires_ms < now && self.bound_ms.unwrap_or(0) < now)
     }
+
+    /// One of the pool's ids `0..size`: a row an operator inserted or edited outside
+    /// that range (`-1`, past the pool) is never chosen, counted or cast.
+    pub(super) fn in_pool(&self, size: u32) -> bool {
+        (0..i64::from(size)).contains(&self.worker_id)
+    }
 }
 
 /// A held row as its holder's poll reads it.

@@ -377,12 +377,20 @@ fn encode(s: &str) -> String {
 /// gives this server's id. leafid takes the one entry whose port is ours.
 fn local_worker_id(props: &HashMap<String, String>, port: u16) -> Result<u32, ConfigError> {
     let key = "leaf.snowflake.local.workIdMap";
-    let form = "expected a JSON map {\"ip:port\": workId} with one entry for leaf.snowflake.port";
+    let form = "expected a JSON map {\"ip:port\": workId} with one entry for this host's ip and leaf.snowflake.port";
     let raw = props.get(key).map(|v| v.trim()).unwrap_or("");
     let map: HashMap<String, serde_json::Value> =
         serde_json::from_str(raw).map_err(|e| err(key, format!("not a JSON map ({e}); {form}")))?;
-    let suffix = format!(":{port}");
-    let mine: Vec<_> = map.iter().filter(|(k, _)| k.ends_with(&suffix)).collect();
+    // The fork's key is this host's ip and the port (`Utils.getIp()` + ":" + port). A
+    // port alone would let a config copied to another host take this host's id.
+    let ip = leafid::snowflake::registry::first_non_loopback_ipv4().ok_or_else(|| {
+        err(
+            key,
+            "this host has no non-loopback IPv4 address to find its entry by",
+        )
+    })?;
+    let own = format!("{ip}:{port}");
+    let mine: Vec<_> = map.iter().filter(|(k, _)| k.trim() == own).collect();
     match mine.as_slice() {
         [(_, id)] => id
             .as_u64()
@@ -393,8 +401,11 @@ fn local_worker_id(props: &HashMap<String, String>, port: u16) -> Result<u32, Co
                     format!("workId {id} is not a non-negative integer; {form}"),
                 )
             }),
-        [] => Err(err(key, format!("no entry for port {port}; {form}"))),
-        _ => Err(err(key, format!("several entries for port {port}; {form}"))),
+        [] => Err(err(
+            key,
+            format!("no entry for {own} (this host's ip and leaf.snowflake.port); {form}"),
+        )),
+        _ => Err(err(key, format!("several entries for {own}; {form}"))),
     }
 }
 
@@ -458,8 +469,14 @@ mod tests {
             recycle.snowflake_url.unwrap(),
             "zookeeper-recycle://h:1/n?port=7000"
         );
-        let local = c("leaf.snowflake.mode=local\nleaf.snowflake.local.workIdMap={\"10.0.0.1:7000\":5,\"10.0.0.2:7001\":6}").unwrap();
+        // The entry of this host's ip and port; another host's entry on the same port (a
+        // config copied between hosts) is not ours (final review).
+        let ip = leafid::snowflake::registry::first_non_loopback_ipv4().unwrap();
+        let local = c(&format!("leaf.snowflake.mode=local\nleaf.snowflake.local.workIdMap={{\"{ip}:7000\":5,\"{ip}:7001\":6,\"192.0.2.1:7000\":7}}")).unwrap();
         assert_eq!(local.snowflake_url.unwrap(), "fixed:5");
+        let copied =
+            c("leaf.snowflake.mode=local\nleaf.snowflake.local.workIdMap={\"192.0.2.1:7000\":5}");
+        assert_eq!(copied.unwrap_err().key, "leaf.snowflake.local.workIdMap");
         let mysql = c("leaf.snowflake.mode=mysql\nleaf.jdbc.url=jdbc:mysql://db:3306/leaf\nleaf.jdbc.username=u").unwrap();
         assert_eq!(
             mysql.snowflake_url.unwrap(),

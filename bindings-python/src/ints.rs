@@ -12,8 +12,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 use pyo3::{ffi, BoundObject};
 
-/// A `list` of `len` ints being filled in order; handed to Python only once full, so
-/// no caller ever sees an empty slot.
+/// A `list` of `len` ints being filled in order; handed to Python (and to its garbage
+/// collector) only once full, so nothing ever sees an empty slot.
 pub struct IntList<'py> {
     list: Bound<'py, PyList>,
     len: usize,
@@ -28,6 +28,11 @@ impl<'py> IntList<'py> {
         // SAFETY: PyList_New returns a new reference or null with an exception set; its
         // slots are null until set, which list_dealloc accepts if we fail half-way.
         let list = unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyList_New(size))? };
+        // SAFETY: a live list of ours. Untracked until full: the GIL is released between
+        // chunks, and a tracked list is reachable from other threads through the
+        // collector (`gc.get_objects()`), where reading an empty slot would crash.
+        // Untracking an untracked object is allowed, so list_dealloc stays correct.
+        unsafe { ffi::PyObject_GC_UnTrack(list.as_ptr().cast()) };
         Ok(IntList {
             // SAFETY: PyList_New made a list.
             list: unsafe { list.cast_into_unchecked::<PyList>() },
@@ -54,7 +59,9 @@ impl<'py> IntList<'py> {
             // SAFETY: `filled` < len (checked above) is an empty slot of our own list;
             // PyList_SetItem steals `item`. Under the stable ABI (abi3) the inline
             // PyList_SET_ITEM is not available: this is its checked form.
-            unsafe { ffi::PyList_SetItem(list, self.filled as ffi::Py_ssize_t, item) };
+            if unsafe { ffi::PyList_SetItem(list, self.filled as ffi::Py_ssize_t, item) } < 0 {
+                return Err(PyErr::fetch(self.list.py()));
+            }
             self.filled += 1;
         }
         Ok(())
@@ -67,6 +74,8 @@ impl<'py> IntList<'py> {
                 "the id list was not filled",
             ));
         }
+        // SAFETY: every slot is set; the collector may see the list from now on.
+        unsafe { ffi::PyObject_GC_Track(self.list.as_ptr().cast()) };
         Ok(self.list)
     }
 }

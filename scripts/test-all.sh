@@ -88,7 +88,7 @@ fi
 # `local:` only), without a warning. Cheap: `cargo check` of one crate.
 rust_features() {
     local f out
-    for f in "" sqlite mysql zookeeper; do
+    for f in "" sqlite mysql postgres zookeeper; do
         out=$(cargo check -q -p leafid --no-default-features ${f:+--features "$f"} 2>&1) &&
             ! grep -q '^warning' <<<"$out" || { echo "features [$f]:"; echo "$out"; return 1; }
     done

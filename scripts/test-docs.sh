@@ -179,7 +179,7 @@ if has python; then
     py=$(ls /usr/bin/python3.[0-9]* 2>/dev/null | grep -E '/python3\.[0-9]+$' | sort -V | tail -1)
     venv=$work/venv
     "$py" -m venv "$venv"
-    pkg=${LEAFID_WHEEL:-$(ls "$dist"/leafid-*-manylinux*.whl 2>/dev/null | head -1)}
+    pkg=${LEAFID_WHEEL:-$(ls "$dist"/leafid-*-manylinux*.whl 2>/dev/null | head -1 || true)}
     "$venv/bin/pip" install -q --force-reinstall --no-deps "${pkg:-.}"
     echo "docs: python $("$venv/bin/python" -V 2>&1 | cut -d' ' -f2), leafid from ${pkg:-. (pip install .)}"
     for b in "${blocks[@]}"; do

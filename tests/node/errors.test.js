@@ -23,7 +23,7 @@ function isLeafError(code) {
 }
 
 test('index.d.ts lists exactly the codes of the core error enum', () => {
-  const core = fs.readFileSync(path.join(ROOT, 'core', 'src', 'error', 'mod.rs'), 'utf8');
+  const core = fs.readFileSync(path.join(ROOT, 'core', 'src', 'error', 'names.rs'), 'utf8');
   const dts = fs.readFileSync(path.join(ROOT, 'bindings-node', 'index.d.ts'), 'utf8');
   // Quoted codes only: the core's `"LEAF_…"` arms, the d.ts union's `'LEAF_…'` members.
   const codes = (text) => [...new Set([...text.matchAll(/["'](LEAF_[A-Z_]+)["']/g)].map((m) => m[1]))].sort();
@@ -33,7 +33,7 @@ test('index.d.ts lists exactly the codes of the core error enum', () => {
 });
 
 test('LEAF_INVALID_URL: a store URL of an unknown scheme rejects before any I/O', async () => {
-  await assert.rejects(SegmentGenerator.connect('postgres://x/y'), isLeafError('LEAF_INVALID_URL'));
+  await assert.rejects(SegmentGenerator.connect('oracle://x/y'), isLeafError('LEAF_INVALID_URL'));
   await assert.rejects(SnowflakeGenerator.connect({ registry: 'etcd://x' }), isLeafError('LEAF_INVALID_URL'));
 });
 

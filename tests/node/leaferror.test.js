@@ -39,7 +39,7 @@ test('LeafError and isLeafError are exported at run time, CJS and ESM', () => {
   assert.equal(isLeafError('LEAF_CLOSED'), false);
   const code = `import leafid, { LeafError, isLeafError } from 'leafid';
     if (LeafError !== leafid.LeafError || typeof isLeafError !== 'function') process.exit(1);
-    try { await leafid.SegmentGenerator.connect('postgres://x'); process.exit(2); }
+    try { await leafid.SegmentGenerator.connect('oracle://x'); process.exit(2); }
     catch (e) { if (!(e instanceof LeafError) || !isLeafError(e)) process.exit(3); }`;
   const res = spawnSync(process.execPath, ['--input-type=module', '-e', code], { cwd: ROOT, encoding: 'utf8' });
   assert.equal(res.status, 0, res.stderr);
@@ -59,7 +59,7 @@ test('synchronous calls throw a LeafError with the caller on the stack', async (
 });
 
 test('a rejected Promise carries a LeafError whose stack names the awaiting caller', async () => {
-  await assert.rejects(SegmentGenerator.connect('postgres://x/y'), leafErrorHere('LEAF_INVALID_URL'));
+  await assert.rejects(SegmentGenerator.connect('oracle://x/y'), leafErrorHere('LEAF_INVALID_URL'));
   await assert.rejects(
     SegmentGenerator.connect('mysql://root:x@127.0.0.1:1/leafid'),
     leafErrorHere('LEAF_STORE_UNAVAILABLE'),

@@ -32,7 +32,7 @@ test('errors carry stable codes', async () => {
   await gen.createTag('dup');
   await assert.rejects(gen.createTag('dup'), { code: 'LEAF_TAG_EXISTS' });
   await assert.rejects(gen.createTag('bad', { step: 0 }), { code: 'LEAF_INVALID_CONFIG' });
-  await assert.rejects(leafid.SegmentGenerator.connect('postgres://x'), { code: 'LEAF_INVALID_URL' });
+  await assert.rejects(leafid.SegmentGenerator.connect('oracle://x'), { code: 'LEAF_INVALID_URL' });
   await assert.rejects(leafid.SegmentGenerator.connect('mysql://root:x@127.0.0.1:1/leafid'), { code: 'LEAF_STORE_UNAVAILABLE' });
   const h = gen.tag('dup');
   await gen.close();

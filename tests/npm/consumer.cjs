@@ -11,7 +11,7 @@ const leafid = require('leafid');
   await gen.close();
   assert.equal(leafid.decodeBase62(leafid.encodeBase62(42n)), 42n);
   // Core errors are LeafErrors, at run time.
-  await assert.rejects(leafid.SegmentGenerator.connect('postgres://x'), (e) => e instanceof leafid.LeafError && leafid.isLeafError(e));
+  await assert.rejects(leafid.SegmentGenerator.connect('oracle://x'), (e) => e instanceof leafid.LeafError && leafid.isLeafError(e));
 })().catch((e) => {
   console.error(e);
   process.exit(1);

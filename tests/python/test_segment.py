@@ -90,7 +90,7 @@ def test_bad_input_is_refused_with_clear_errors(sqlite_url: str) -> None:
     gen.create_tag("dup", start=500, exist_ok=True)  # accepted, and left as it was
     assert gen.next_id("dup") == 1
     with pytest.raises(leafid.InvalidUrl):
-        leafid.SegmentGenerator("postgres://nowhere")
+        leafid.SegmentGenerator("oracle://nowhere")
     with pytest.raises(leafid.InvalidConfig):
         leafid.SegmentGenerator(sqlite_url, wait_timeout=-1)
 

@@ -8,7 +8,7 @@
 //! to say why.
 //!
 //! Every statement runs through the simple query protocol with its values as escaped
-//! literals, never a prepared statement: see [`crate::db::postgres`] for why (PgBouncer
+//! literals, never a prepared statement: see `db/postgres.rs` for why (PgBouncer
 //! in transaction mode) and how the literals are made safe.
 //!
 //! ```sql

@@ -419,7 +419,12 @@ mod tests {
             PoolRegistry::from_url("mysql://leaf:s3cr3t@127.0.0.1:3306/leaf?pool=orders").unwrap();
         let shown = format!("{r:?} {} {}", r.describe(), r.shown());
         assert!(!shown.contains("s3cr3t"), "{shown}");
-        assert!(r.host_identity().is_none());
+        // The host claim names the pool, never the password.
+        let claim = r.host_identity().expect("a pool registry claims its lease");
+        assert!(
+            claim.contains("orders") && !claim.contains("s3cr3t"),
+            "{claim}"
+        );
         let e = PoolRegistry::from_url("mysql://leaf:s3cr3t@127.0.0.1:99999/leaf?pool=orders")
             .unwrap_err();
         assert!(!e.to_string().contains("s3cr3t"), "{e}");

@@ -115,6 +115,11 @@ loom() {
 
 # One target directory for cargo, maturin and napi, so the core compiles once.
 export CARGO_TARGET_DIR="$root/target"
+# A clean build, once: line tables only (a failing test's backtrace keeps file:line; the
+# full debug info of every test binary is most of the link time and disk), and no
+# incremental state, which a build that runs once only pays for.
+export CARGO_PROFILE_DEV_DEBUG=${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
 
 # The feature checks in a target directory of their own: `cargo check` shares nothing
 # with the test build, and a second directory keeps it off the lock of target/debug,

@@ -3,7 +3,9 @@
 //! limit. The newcomer's fixed wait (`fence::unfloored_watch`, 3.5 s; or none at all
 //! for `statefulset:`) is real time, but the ids it must not repeat were issued by the
 //! previous holder's clock: a host 4 s ahead of the database and a host 4 s behind it
-//! both pass the 5 s skew check, and are 8 s apart.
+//! both pass the 5 s skew check, and are 8 s apart. Each reissued ids until a lease
+//! with no record got the registry's clock plus the allowed skew as its floor (fence
+//! rule 5); the controls run the same with the clocks in step.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -107,7 +109,6 @@ fn deleted_pool_row_and_skewed_hosts_reissue(base: &str, skew_ms: i64) {
 }
 
 #[test]
-#[ignore = "open gap (review 1, issue 23): a deleted pool row and two hosts whose clocks are skewed within the limit; docs/registries.md \"Known gaps\""]
 fn rev1_mysql_deleted_pool_row_and_skewed_hosts_reissue_ids() {
     deleted_pool_row_and_skewed_hosts_reissue(
         &std::env::var("LEAFID_MYSQL_URL").expect("source .services/env"),
@@ -127,7 +128,6 @@ fn rev1_control_pg_deleted_pool_row_with_clocks_agreeing_passes() {
 
 #[cfg(feature = "postgres")]
 #[test]
-#[ignore = "open gap (review 1, issue 23): a deleted pool row and two hosts whose clocks are skewed within the limit; docs/registries.md \"Known gaps\""]
 fn rev1_pg_deleted_pool_row_and_skewed_hosts_reissue_ids() {
     deleted_pool_row_and_skewed_hosts_reissue(
         &std::env::var("LEAFID_PG_URL").expect("source .services/env"),
@@ -141,7 +141,6 @@ fn rev1_pg_deleted_pool_row_and_skewed_hosts_reissue_ids() {
 /// `statefulset:`). With no floor record it issues at once (no unfloored watch, fence
 /// rule 5) and repeats A's last ids.
 #[test]
-#[ignore = "open gap (review 1, issue 23): a deleted floor file on a node whose clock is behind; docs/kubernetes.md"]
 fn rev1_statefulset_deleted_floor_file_reissues_ids_without_a_watch() {
     statefulset_deleted_floor_file(917, -1_500);
 }

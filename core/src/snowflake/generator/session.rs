@@ -11,12 +11,15 @@ use std::time::Duration;
 
 use super::super::registry::identity_lock::IdentityLock;
 use super::super::registry::{
-    CacheEntry, Lease, LocalRegistry, RegistryConfig, WorkerCache, WorkerRegistry, IN_USE_ADVICE,
+    system_now_ms, CacheEntry, ClockReading, Lease, LocalRegistry, RegistryConfig, WorkerCache,
+    WorkerRegistry, IN_USE_ADVICE,
 };
 use super::super::word::OPENING_LIMIT;
 use super::close;
 use super::settings::Source;
-use super::state::{bounded, skew_of, Core, LeaseState, Session, REGISTRY_CALL_LIMIT};
+use super::state::{
+    bounded, skew_of, Core, LeaseState, Session, REGISTRY_CALL_LIMIT, SKEW_SLACK_MS,
+};
 use crate::error::{Error, Result};
 use crate::runtime;
 
@@ -27,9 +30,54 @@ const REACQUIRE_FIRST_RETRY: Duration = Duration::from_millis(250);
 const REACQUIRE_LAST_RETRY: Duration = Duration::from_secs(1);
 
 /// `ClockSkew` for a reading whose skew exceeds `max_skew_ms`, else `None`.
-fn skew_error(reading: &super::super::registry::ClockReading, max_skew_ms: i64) -> Option<Error> {
+fn skew_error(reading: &ClockReading, max_skew_ms: i64) -> Option<Error> {
     let skew = reading.skew_ms();
     (skew.abs() > max_skew_ms).then(|| skew_of(skew, max_skew_ms, reading.source.clone()))
+}
+
+/// Fence rule 5 across clocks: the floor of a lease that has no record of its last
+/// holder (`floor_ms` is `i64::MIN`: a new record, or one deleted, wiped or restored
+/// without it), from the registry's clock `reading`. The registry waited until any
+/// earlier holder had stopped, but that holder issued by its own clock, which the skew
+/// check let run up to `max_skew + 1 s` ahead of the registry's: a host 4 s ahead and
+/// one 4 s behind both pass a 5 s limit and are 8 s apart. So the first id comes after
+/// the registry's clock now plus that much (holders of one identity are assumed to share
+/// `max_skew`, as they share a configuration). `None` for a recorded floor or a registry
+/// without a clock.
+fn unrecorded_floor(core: &Core, lease: &Lease, reading: Option<&ClockReading>) -> Option<i64> {
+    if lease.floor_ms != i64::MIN {
+        return None;
+    }
+    let r = reading?;
+    // The reading may be older than now (taken before the registry's watch).
+    let age = system_now_ms()
+        .saturating_sub(r.local_after_ms)
+        .clamp(0, 3_600_000);
+    Some(
+        r.registry_ms
+            .saturating_add(age)
+            .saturating_add(core.settings.max_skew_ms + SKEW_SLACK_MS),
+    )
+}
+
+/// Takes the registry's clock reading after an acquire: `ClockSkew` when the local
+/// clock is too far off (the lease is given back), else the floor [`unrecorded_floor`]
+/// asks for.
+async fn check_clock(
+    core: &Core,
+    registry: &Arc<dyn WorkerRegistry>,
+    lease: &Lease,
+) -> Result<Option<i64>> {
+    let Some(reading) = registry.take_clock_reading() else {
+        return Ok(None);
+    };
+    if let Some(e) = skew_error(&reading, core.settings.max_skew_ms) {
+        core.note_skew(reading.skew_ms());
+        let _ = registry.release(lease).await;
+        return Err(e);
+    }
+    core.keep_clock_ref(&reading);
+    Ok(unrecorded_floor(core, lease, Some(&reading)))
 }
 
 /// Acquires a worker id, checks the clock against its floor, installs the state and
@@ -61,17 +109,10 @@ pub(super) async fn start_session(core: &Arc<Core>) -> Result<()> {
     };
     core.limit.set(OPENING_LIMIT);
     let max = core.layout.max_worker_id();
-    let lease = match registry.acquire(max, core.limit.clone()).await {
+    let (lease, skew_floor) = match registry.acquire(max, core.limit.clone()).await {
         Ok(lease) => {
-            if let Some(reading) = registry.take_clock_reading() {
-                if let Some(e) = skew_error(&reading, settings.max_skew_ms) {
-                    core.note_skew(reading.skew_ms());
-                    let _ = registry.release(&lease).await;
-                    return Err(e);
-                }
-                core.keep_clock_ref(&reading);
-            }
-            lease
+            let skew_floor = check_clock(core, &registry, &lease).await?;
+            (lease, skew_floor)
         }
         Err(e @ (Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. }))
             if registry.survives_outage() =>
@@ -87,18 +128,19 @@ pub(super) async fn start_session(core: &Arc<Core>) -> Result<()> {
                     core.layout.check_worker_id(entry.worker_id as i64)?;
                     tracing::warn!(error = %e, worker_id = entry.worker_id, cache = %cache.path().display(),
                         "worker registry unreachable at start-up; using the cached worker id");
-                    Lease {
+                    let lease = Lease {
                         worker_id: entry.worker_id,
                         floor_ms: entry.bound_ms,
                         location: format!("cache file {}", cache.path().display()),
-                    }
+                    };
+                    (lease, None)
                 }
                 None => return Err(e),
             }
         }
         Err(e) => return Err(e),
     };
-    match hold(core, &cache, &lease).await {
+    match hold(core, &cache, &lease, skew_floor).await {
         Ok(floor) => {
             let session = Arc::new(Session {
                 registry,
@@ -161,9 +203,17 @@ fn claim_identity(identity: &str) -> Result<IdentityLock> {
     })
 }
 
-/// Works out the floor for `lease` and waits for the clock to pass it (up to the
-/// start-up wait). Returns the floor.
-async fn hold(core: &Arc<Core>, cache: &WorkerCache, lease: &Lease) -> Result<i64> {
+/// Works out the floor for `lease` (its own, the cache file's, and `skew_floor` from
+/// [`unrecorded_floor`]) and waits for the clock to pass it. A recorded floor the clock
+/// is behind by more than the start-up wait is `ClockBehindRegistry`; the skew floor's
+/// wait is at most twice the allowed skew plus 1 s, which the skew check bounds.
+/// Returns the floor.
+async fn hold(
+    core: &Arc<Core>,
+    cache: &WorkerCache,
+    lease: &Lease,
+    skew_floor: Option<i64>,
+) -> Result<i64> {
     core.layout.check_worker_id(lease.worker_id as i64)?;
     let cached = tokio::task::spawn_blocking({
         let cache = cache.clone();
@@ -175,25 +225,36 @@ async fn hold(core: &Arc<Core>, cache: &WorkerCache, lease: &Lease) -> Result<i6
     if let Some(entry) = cached.filter(|e| e.worker_id == lease.worker_id) {
         floor = floor.max(entry.bound_ms);
     }
+    let recorded = floor;
+    let floor = floor.max(skew_floor.unwrap_or(i64::MIN));
     let mut waited = 0i64;
     loop {
         let now = core.clock.now_millis();
         if now > floor {
             return Ok(floor);
         }
-        let gap = floor - now + 1;
-        if waited + gap > core.settings.startup_wait_ms {
+        if now <= recorded && waited + (recorded - now + 1) > core.settings.startup_wait_ms {
             return Err(Error::ClockBehindRegistry {
                 worker_id: lease.worker_id,
-                last_ms: floor,
-                behind_ms: floor - now,
+                last_ms: recorded,
+                behind_ms: recorded - now,
             });
         }
-        tracing::info!(
-            worker_id = lease.worker_id,
-            wait_ms = gap,
-            "clock is behind the worker's floor; waiting"
-        );
+        let gap = floor - now + 1;
+        if now <= recorded {
+            tracing::info!(
+                worker_id = lease.worker_id,
+                wait_ms = gap,
+                "clock is behind the worker's floor; waiting"
+            );
+        } else {
+            tracing::info!(
+                worker_id = lease.worker_id,
+                wait_ms = gap,
+                "no record of this worker id's last holder: waiting until the registry's clock \
+                 plus the allowed skew has passed (fence rule 5; a smaller max_skew waits less)"
+            );
+        }
         let clock = core.clock.clone();
         tokio::task::spawn_blocking(move || clock.sleep_millis(gap as u64))
             .await
@@ -370,7 +431,14 @@ async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
             return Err(e);
         }
     };
-    let floor = match hold(core, &session.cache, &lease).await {
+    let skew_floor = match check_clock(core, &session.registry, &lease).await {
+        Ok(f) => f,
+        Err(e) => {
+            core.limit.set(i64::MIN);
+            return Err(e);
+        }
+    };
+    let floor = match hold(core, &session.cache, &lease, skew_floor).await {
         Ok(f) => f,
         Err(e) => {
             let _ = session.registry.release(&lease).await;

@@ -44,6 +44,11 @@ pub(super) async fn bounded<T>(
         })
 }
 
+/// What a running holder's clock may be off the registry's beyond `max_skew` before it
+/// stops: the reading's round trip and the monotonic clock's drift against a slewing
+/// wall clock (at most 0.05%: 0.3 s over ten minutes).
+pub(super) const SKEW_SLACK_MS: i64 = 1000;
+
 /// A skew value meaning "no reading yet".
 pub(super) const NO_SKEW: i64 = i64::MIN;
 
@@ -261,9 +266,7 @@ impl Core {
         let (registry_ms, at) = *reference;
         let expected = registry_ms.saturating_add(at.elapsed().as_millis() as i64);
         let skew = super::super::registry::system_now_ms() - expected;
-        // One second on top for the reading's round trip and the monotonic clock's drift
-        // against a slewing wall clock (at most 0.05%: 0.3 s over ten minutes).
-        let allowed = self.settings.max_skew_ms + 1000;
+        let allowed = self.settings.max_skew_ms + SKEW_SLACK_MS;
         (skew.abs() > allowed).then(|| {
             skew_of(
                 skew,

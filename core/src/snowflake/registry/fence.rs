@@ -40,7 +40,10 @@
 //!    newcomer whose floor record is missing (no node, no row, no pool record) watches
 //!    for [`unfloored_watch`] before its first id: by then every holder that cannot see
 //!    the wipe has stopped, and a connected holder has seen it (a ZooKeeper watch, a
-//!    MySQL poll) and stopped at once.
+//!    MySQL poll) and stopped at once. That holder issued by its own clock, up to the
+//!    allowed skew ahead of the registry's, so the generator then floors the lease (its
+//!    `floor_ms` is `i64::MIN`) at the registry's clock plus `max_skew` plus 1 s and
+//!    waits for it before the first id (`generator/session.rs`).
 //!
 //! What no rule closes: a holder frozen (SIGSTOP, a VM paused) across a wipe of every
 //! record that holds its bound can, on waking, issue up to that bound before its watch,

@@ -87,6 +87,9 @@ pub struct Lease {
     pub worker_id: u32,
     /// The highest timestamp (ms since the Unix epoch) any earlier holder of this id
     /// may have issued; the generator issues only at timestamps strictly above it.
+    /// `i64::MIN` when the registry found no record of an earlier holder (a new record,
+    /// or one deleted or restored without it): a registry with a clock then has the
+    /// generator wait until its clock plus the allowed skew has passed (fence rule 5).
     pub floor_ms: i64,
     /// Where the lease lives, for messages and stats (`zookeeper:/snowflake/x/forever/…`).
     pub location: String,

@@ -20,6 +20,15 @@
 //!   kept in `worker-<n>.json` there, written every heartbeat and at close, and is the
 //!   next holder's floor. Without one, the floor is the generator's own cache file, as for
 //!   `fixed:` (it survives a restart only where the cache directory does).
+//! - **No record, no trust in the clock (fence rule 5).** With no bound to start from (a
+//!   pod's first start, a bound file deleted or a volume restored from a snapshot taken
+//!   before it, or no floor directory), the pod's previous incarnation may have run on
+//!   a node whose clock was ahead. Kubernetes stopped it before this pod started, so the
+//!   generator waits until this node's clock has passed its start-up time plus the
+//!   allowed skew (`max_skew`, 5 s by default, plus 1 s): the registry reports the
+//!   node's own clock as its reading, the only clock a pod has, and the generator
+//!   applies the rule it applies to every registry whose record is missing. It assumes
+//!   the cluster's nodes keep their clocks within that skew of each other (NTP).
 //! - **A second writer is a lost lease (fence rules 1 and 2).** Every renew first checks
 //!   that the bound file still holds what this holder last wrote: a file written by
 //!   another process (a second pod with this ordinal sharing the volume) or deleted is
@@ -33,7 +42,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use super::cache::{CacheEntry, WorkerCache};
-use super::{fence, IssueLimit, Lease, WorkerRegistry};
+use super::{fence, system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
 
@@ -55,6 +64,8 @@ pub struct StatefulsetRegistry {
     /// The bound this holder last read from or wrote to its bound file: `Some(None)`
     /// when the file was missing at `acquire`, `None` when no lease is held.
     last: Mutex<Option<Option<CacheEntry>>>,
+    /// This node's clock at an acquire that found no bound, for the generator's floor.
+    reading: Mutex<Option<ClockReading>>,
 }
 
 impl StatefulsetRegistry {
@@ -70,6 +81,7 @@ impl StatefulsetRegistry {
             config,
             worker_id,
             last: Mutex::new(None),
+            reading: Mutex::new(None),
         })
     }
 
@@ -117,6 +129,7 @@ impl StatefulsetRegistry {
         );
         let Some(dir) = &self.config.floor_dir else {
             *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(None);
+            self.no_record();
             // No record of its own: the generator's cache file supplies the floor.
             return Ok(Lease {
                 worker_id: id,
@@ -137,7 +150,10 @@ impl StatefulsetRegistry {
                     reason: format!("it holds worker id {}, not {id}", entry.worker_id),
                 })
             }
-            None => i64::MIN,
+            None => {
+                self.no_record();
+                i64::MIN
+            }
         };
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(found);
         Ok(Lease {
@@ -145,6 +161,20 @@ impl StatefulsetRegistry {
             floor_ms: floor,
             location: format!("{location}, bound file {}", file.path().display()),
         })
+    }
+
+    /// No bound found: the node's clock now is the reading the generator floors on.
+    fn no_record(&self) {
+        let now = system_now_ms();
+        *self.reading.lock().unwrap_or_else(|p| p.into_inner()) = Some(ClockReading {
+            registry_ms: now,
+            local_before_ms: now,
+            local_after_ms: now,
+            source: format!(
+                "this node's clock (statefulset pod {}: no shared clock)",
+                self.config.hostname
+            ),
+        });
     }
 
     /// Writes `bound_ms` to the bound file, after checking that it still holds what
@@ -228,5 +258,12 @@ impl WorkerRegistry for StatefulsetRegistry {
 
     fn cache_is_only_record(&self) -> bool {
         self.config.floor_dir.is_none()
+    }
+
+    fn take_clock_reading(&self) -> Option<ClockReading> {
+        self.reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }

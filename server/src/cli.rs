@@ -153,4 +153,14 @@ pub struct ServeArgs {
     /// Create `leaf_alloc` at start when it is missing (as `leafid init`).
     #[arg(long, env = "LEAFID_CREATE_TABLE")]
     pub create_table: bool,
+    /// Segment ids each server thread takes from a tag's segment at a time, so request
+    /// threads do not queue on one cursor (at most 4096). Ids stay unique and increase
+    /// within each thread; across requests they increase in trend only, as Java Leaf
+    /// promises. 0: every id in strict order across requests.
+    #[arg(long, env = "LEAFID_THREAD_CHUNK", default_value_t = DEFAULT_THREAD_CHUNK)]
+    pub thread_chunk: u64,
 }
+
+/// `serve --thread-chunk`'s default: a run per thread large enough that the shared
+/// cursor is touched once per 64 requests, small enough that a restart skips few ids.
+pub const DEFAULT_THREAD_CHUNK: u64 = 64;

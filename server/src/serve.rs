@@ -45,7 +45,10 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     );
     let (segment, retrying) = match &config.segment_url {
         Some(url) => {
-            let (slot, retrying) = store::connect(url, args.create_table)
+            let options = leafid::SegmentOptions::default()
+                .create_table(args.create_table)
+                .thread_chunk(args.thread_chunk);
+            let (slot, retrying) = store::connect(url, options)
                 .await
                 .map_err(|e| format!("segment store {}: {e}", leafid::redact::url(url)))?;
             (Some(slot), retrying)

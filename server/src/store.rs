@@ -67,14 +67,14 @@ impl SegmentSlot {
 /// Connects to the store at `url`. Returns at once with a filled slot, or, when the
 /// store is unavailable (down, refusing, silent), with an empty slot and a task that
 /// keeps trying until it connects; any other error is returned.
-/// With `create_table`, `leaf_alloc` is created when missing (`serve --create-table`),
-/// at each attempt.
+/// Every attempt uses `options` (with `create_table`, `leaf_alloc` is created when
+/// missing, `serve --create-table`).
 pub async fn connect(
     url: &str,
-    create_table: bool,
+    options: SegmentOptions,
 ) -> Result<(SegmentSlot, Option<tokio::task::JoinHandle<()>>), Error> {
     let slot = SegmentSlot::default();
-    match SegmentGenerator::connect(url, options(create_table)).await {
+    match SegmentGenerator::connect(url, options.clone()).await {
         Ok(gen) => {
             let _ = slot.generator.set(gen);
             Ok((slot, None))
@@ -86,22 +86,18 @@ pub async fn connect(
                 "segment store unavailable at start: answering Leaf's -1 and retrying"
             );
             slot.fail(&e);
-            let task = tokio::spawn(retry(url.to_string(), create_table, slot.clone()));
+            let task = tokio::spawn(retry(url.to_string(), options, slot.clone()));
             Ok((slot, Some(task)))
         }
         Err(e) => Err(e),
     }
 }
 
-fn options(create_table: bool) -> SegmentOptions {
-    SegmentOptions::default().create_table(create_table)
-}
-
-async fn retry(url: String, create_table: bool, slot: SegmentSlot) {
+async fn retry(url: String, options: SegmentOptions, slot: SegmentSlot) {
     let mut delay = FIRST_RETRY_DELAY;
     loop {
         tokio::time::sleep(delay).await;
-        match SegmentGenerator::connect(&url, options(create_table)).await {
+        match SegmentGenerator::connect(&url, options.clone()).await {
             Ok(gen) => {
                 let _ = slot.generator.set(gen);
                 tracing::info!(store = %leafid::redact::url(&url), "segment store connected");

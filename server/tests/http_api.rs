@@ -15,7 +15,8 @@ fn leaf_error(body: &str) -> serde_json::Value {
 fn segment_ids_are_plain_text_and_increase() {
     let tag = fresh("srv_seg");
     create_tag(&tag, 100);
-    let server = Server::start(&["--url", &mysql_url()]);
+    // --thread-chunk 0: strict order across requests, as Java Leaf gives ids.
+    let server = Server::start(&["--url", &mysql_url(), "--thread-chunk", "0"]);
     let mut last = 0;
     for _ in 0..250 {
         let (status, ctype, body) = server.get(&format!("/api/segment/get/{tag}"));
@@ -29,6 +30,47 @@ fn segment_ids_are_plain_text_and_increase() {
     }
     // 250 ids with step 100 crossed at least two segment boundaries.
     assert!(last > 250);
+}
+
+/// The default, per-thread chunks: requests on many connections at once (so on every
+/// server thread) never get one id twice, across several segments.
+#[test]
+fn segment_ids_from_many_connections_at_once_are_unique() {
+    let tag = fresh("srv_chunk");
+    create_tag(&tag, 100);
+    let server = Server::start(&["--url", &mysql_url()]);
+    let url = format!("{}/api/segment/get/{tag}", server.base);
+    let ids: Vec<i64> = std::thread::scope(|s| {
+        let clients: Vec<_> = (0..6)
+            .map(|_| {
+                s.spawn(|| {
+                    (0..150)
+                        .map(|_| {
+                            let (status, _, body) = support::get(&url);
+                            assert_eq!(status, 200, "{body}");
+                            body.parse::<i64>().unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        clients.into_iter().flat_map(|c| c.join().unwrap()).collect()
+    });
+    let unique: HashSet<i64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len(), "an id was issued twice");
+    assert!(ids.iter().all(|id| *id > 0));
+}
+
+/// A chunk past the core's limit is refused at start with the core's message.
+#[test]
+fn a_thread_chunk_past_the_limit_is_refused_at_start() {
+    let out = support::leafid()
+        .args(["serve", "--url", &mysql_url(), "--thread-chunk", "5000"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("thread_chunk 5000 out of range"), "{err}");
 }
 
 #[test]

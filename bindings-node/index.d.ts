@@ -116,6 +116,12 @@ export interface SegmentOptions {
    */
   jsSafe?: boolean;
   /**
+   * Up to this many ids (at most 4096) reserved per thread at a time, so worker
+   * threads issuing from one tag do not contend (0: every id in call order across
+   * threads). Ids then increase per thread, and across threads as a trend only.
+   */
+  threadChunk?: number;
+  /**
    * Tags whose first segments are loaded before `connect` resolves, so the first
    * `nextId` on them succeeds without waiting.
    */

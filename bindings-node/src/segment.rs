@@ -22,6 +22,7 @@ const SEGMENT_KEYS: &[&str] = &[
     "doubleBuffer",
     "maxStep",
     "jsSafe",
+    "threadChunk",
     "tags",
 ];
 
@@ -49,6 +50,11 @@ fn segment_options(options: Unknown<'_>) -> Fallible<SegmentOptions> {
         )
         .max_step(o.get("maxStep", args::int64)?.unwrap_or(d.max_step))
         .js_safe(o.get("jsSafe", args::boolean)?.unwrap_or(d.js_safe))
+        // A negative count is Node's RangeError here; the core refuses one past its limit.
+        .thread_chunk(
+            o.get("threadChunk", |v, n| args::integer(v, n, 0, (1 << 53) - 1))?
+                .map_or(d.thread_chunk, |n| n as u64),
+        )
         .tags(o.get("tags", args::strings)?.unwrap_or(d.tags)))
 }
 

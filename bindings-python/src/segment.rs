@@ -12,7 +12,10 @@ use crate::error::IntoPy;
 ///
 /// The constructor connects and loads the tag list; ``tags``: tags whose first
 /// segments are loaded before it returns. Waits with the GIL released; Ctrl-C
-/// interrupts. ``connect`` does the same as a coroutine.
+/// interrupts. ``connect`` does the same as a coroutine. ``thread_chunk``: up to that
+/// many ids (at most 4096) reserved per thread at a time, so threads issuing from one
+/// tag do not contend; ids then increase per thread, and across threads as a trend
+/// only (0, the default: in call order across threads).
 #[pyclass(name = "SegmentGenerator", module = "leafid", frozen)]
 pub struct PySegmentGenerator {
     inner: SegmentGenerator,
@@ -28,6 +31,7 @@ fn options(
     double_buffer: bool,
     max_step: i64,
     js_safe: bool,
+    thread_chunk: u64,
     tags: Vec<String>,
 ) -> PyResult<SegmentOptions> {
     Ok(SegmentOptions::default()
@@ -37,6 +41,7 @@ fn options(
         .double_buffer(double_buffer)
         .max_step(max_step)
         .js_safe(js_safe)
+        .thread_chunk(thread_chunk)
         .tags(tags))
 }
 
@@ -45,7 +50,7 @@ impl PySegmentGenerator {
     // Python keyword arguments, one per option: the signature is the API.
     #[allow(clippy::too_many_arguments)]
     #[new]
-    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None))]
+    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, thread_chunk=0, tags=None))]
     fn new(
         py: Python<'_>,
         url: &str,
@@ -55,6 +60,7 @@ impl PySegmentGenerator {
         double_buffer: bool,
         max_step: i64,
         js_safe: bool,
+        thread_chunk: u64,
         tags: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let opts = options(
@@ -64,6 +70,7 @@ impl PySegmentGenerator {
             double_buffer,
             max_step,
             js_safe,
+            thread_chunk,
             tag_list(tags)?,
         )?;
         let url = url.to_string();
@@ -79,7 +86,7 @@ impl PySegmentGenerator {
     /// ``async with SegmentGenerator.connect(url) as gen:`` (closed at the block's end).
     #[allow(clippy::too_many_arguments)]
     #[staticmethod]
-    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, tags=None))]
+    #[pyo3(signature = (url, *, wait_timeout=1.0, refresh_interval=60.0, create_table=false, double_buffer=true, max_step=1_000_000, js_safe=false, thread_chunk=0, tags=None))]
     fn connect<'py>(
         py: Python<'py>,
         url: &str,
@@ -89,6 +96,7 @@ impl PySegmentGenerator {
         double_buffer: bool,
         max_step: i64,
         js_safe: bool,
+        thread_chunk: u64,
         tags: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let opts = options(
@@ -98,6 +106,7 @@ impl PySegmentGenerator {
             double_buffer,
             max_step,
             js_safe,
+            thread_chunk,
             tag_list(tags)?,
         )?;
         let url = url.to_string();

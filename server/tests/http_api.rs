@@ -54,7 +54,10 @@ fn segment_ids_from_many_connections_at_once_are_unique() {
                 })
             })
             .collect();
-        clients.into_iter().flat_map(|c| c.join().unwrap()).collect()
+        clients
+            .into_iter()
+            .flat_map(|c| c.join().unwrap())
+            .collect()
     });
     let unique: HashSet<i64> = ids.iter().copied().collect();
     assert_eq!(unique.len(), ids.len(), "an id was issued twice");

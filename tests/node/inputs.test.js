@@ -31,6 +31,9 @@ const KINDS = {
   millis: (v) => (typeof v !== 'number' ? TYPE : v >= 0 ? null : RANGE),
   int64: (v) => (typeof v === 'bigint' ? (fitsI64(v) ? null : RANGE)
     : typeof v !== 'number' ? TYPE : Number.isSafeInteger(v) ? null : RANGE),
+  // Ids per thread chunk: a non-negative integer number; the core refuses past 4096.
+  chunk: (v) => (typeof v !== 'number' ? TYPE : Number.isInteger(v) && v >= 0 && v < 2 ** 53
+    ? (v <= 4096 ? null : ['LeafError', 'LEAF_INVALID_CONFIG']) : RANGE),
   bits: (v) => (typeof v !== 'number' ? TYPE : Number.isInteger(v) && v >= 0 && v <= 63 ? null : RANGE),
   // An id: a bigint in 0n..2n**63n-1n (ciphers: from 1n).
   id: (v) => (typeof v !== 'bigint' ? TYPE : v >= 1n && v < 2n ** 63n ? null : RANGE),
@@ -59,6 +62,7 @@ function rows({ gen, handle, sf, cipher }) {
     ['SegmentGenerator.connect options.doubleBuffer', '?boolean', (v) => SegmentGenerator.connect('memory:', { doubleBuffer: v })],
     ['SegmentGenerator.connect options.maxStep', '?int64', (v) => SegmentGenerator.connect('memory:', { maxStep: v })],
     ['SegmentGenerator.connect options.jsSafe', '?boolean', (v) => SegmentGenerator.connect('memory:', { jsSafe: v })],
+    ['SegmentGenerator.connect options.threadChunk', '?chunk', (v) => SegmentGenerator.connect('memory:', { threadChunk: v })],
     ['SegmentGenerator.connect options.tags', '?strings', (v) => SegmentGenerator.connect('memory:', { tags: v })],
     ['SegmentGenerator.connect options.tags[0]', 'string', (v) => SegmentGenerator.connect('memory:', { tags: [v] })],
     ['SegmentGenerator#nextId tag', 'string', (v) => gen.nextId(v)],

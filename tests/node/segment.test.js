@@ -76,6 +76,29 @@ test('MySQL: two generators never share an id', async () => {
   await b.close();
 });
 
+test('MySQL: thread chunks never share an id, within or across generators', async () => {
+  const url = mysqlUrl();
+  const tag = uniqueTag('chunk');
+  const a = await leafid.SegmentGenerator.connect(url, { createTable: true, threadChunk: 64 });
+  await a.createTag(tag, { step: 100 });
+  const b = await leafid.SegmentGenerator.connect(url, { threadChunk: 64 });
+  const seen = new Set();
+  for (const gen of [a, b]) {
+    const h = gen.tag(tag);
+    let last = 0n;
+    for (let i = 0; i < 5000; i++) {
+      const id = await orWait(() => h.nextId(), () => h.nextIdAsync());
+      assert.ok(id > last, `${id} after ${last}`);
+      last = id;
+      assert.ok(!seen.has(id), `duplicate ${id}`);
+      seen.add(id);
+    }
+  }
+  await assert.rejects(leafid.SegmentGenerator.connect('memory:', { threadChunk: 4097 }), { code: 'LEAF_INVALID_CONFIG' });
+  await a.close();
+  await b.close();
+});
+
 test('a tag of 512 UTF-8 bytes is never taken for its prefix on the fast path', async () => {
   // Found by review: the fast path's 512-byte buffer cut "😀" x 128 to "😀" x 127 and
   // issued that tag's ids.

@@ -87,7 +87,7 @@ test('an unknown option is refused, naming the closest one', async () => {
 
 test('known options still pass: every key of each options object', async () => {
   const gen = await SegmentGenerator.connect('memory:', {
-    waitTimeoutMs: 10, refreshIntervalMs: 60000, createTable: true, doubleBuffer: true, maxStep: 100000, jsSafe: false, tags: [],
+    waitTimeoutMs: 10, refreshIntervalMs: 60000, createTable: true, doubleBuffer: true, maxStep: 100000, jsSafe: false, threadChunk: 16, tags: [],
   });
   await gen.createTag('t', { start: 1, step: 10, description: 'd', existOk: true });
   await gen.close();

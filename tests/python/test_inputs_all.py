@@ -38,6 +38,8 @@ OVER = (OverflowError,)
 CONFIG = (leafid.InvalidConfig,)
 STR = kind((NOT_STR, TYPE))
 COUNT = kind((NOT_INT, TYPE), ([-1, 2**64, -(2**63) - 1], OVER), ([2**63], OVER + CONFIG), ([2**20 + 1, 2**40], CONFIG))
+# Ids per thread chunk: 0..=4096, the core's limit.
+CHUNK = kind((NOT_INT, TYPE), ([-1, 2**64], OVER), ([4097, 2**63], CONFIG))
 I64 = kind((NOT_INT, TYPE), (HUGE_INTS, OVER))
 STEP = kind((NOT_INT, TYPE), (HUGE_INTS, OVER), ([0, -5], CONFIG))
 SECONDS = kind((NOT_FLOAT, TYPE), ([NAN, -1.0, -INF, -1e-9], CONFIG))
@@ -80,7 +82,7 @@ def rows() -> list[Row]:
             for c_name in ("__new__", "connect")
             for p, k in [("url", URL), ("wait_timeout", SECONDS), ("refresh_interval", BOUNDED_SECONDS),
                          ("create_table", BOOL), ("double_buffer", BOOL), ("max_step", kind((NOT_INT, TYPE), (HUGE_INTS, OVER), ([0, -1, 2**31], CONFIG))),
-                         ("js_safe", BOOL), ("tags", TAGS)]
+                         ("js_safe", BOOL), ("thread_chunk", CHUNK), ("tags", TAGS)]
         ],
         Row("SegmentGenerator.next_id", "tag", STR, lambda o, v: o[S].next_id(v)),
         Row("SegmentGenerator.next_id_async", "tag", STR, lambda o, v: o[S].next_id_async(v)),

@@ -125,6 +125,36 @@ def test_mysql_threads_never_share_an_id(mysql_url: str, tag: str) -> None:
     assert all(r == sorted(r) for r in results)
 
 
+def test_mysql_threads_with_thread_chunks_never_share_an_id(mysql_url: str, tag: str) -> None:
+    # The chunked form: each thread's ids increase, all are unique, across a second
+    # generator (another process's cursor) on the same tag; single calls and batches mixed.
+    gen = leafid.SegmentGenerator(mysql_url, create_table=True, wait_timeout=30.0, thread_chunk=64)
+    other = leafid.SegmentGenerator(mysql_url, wait_timeout=30.0, thread_chunk=64)
+    gen.create_tag(tag, step=100)
+    results: list[list[int]] = []
+
+    def work(g: leafid.SegmentGenerator) -> None:
+        h = g.tag(tag)
+        mine: list[int] = []
+        for _ in range(500):
+            mine.extend(next(h) for _ in range(20))
+            mine.extend(h.next_ids(7))
+        results.append(mine)
+
+    threads = [threading.Thread(target=work, args=(g,)) for g in (gen, other) * 3]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [i for r in results for i in r]
+    assert len(ids) == len(set(ids)) == 6 * 500 * 27
+    assert all(r == sorted(r) for r in results)
+    with pytest.raises(leafid.InvalidConfig, match="thread_chunk 4097"):
+        leafid.SegmentGenerator("memory:", thread_chunk=4097)
+    gen.close()
+    other.close()
+
+
 def test_missing_table_says_how_to_create_it(mysql_url: str) -> None:
     base, _ = mysql_url.rsplit("/", 1)
     gen = leafid.SegmentGenerator(mysql_url, create_table=True)

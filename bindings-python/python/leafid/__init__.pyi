@@ -152,7 +152,10 @@ class SegmentGenerator:
 
     The constructor connects and loads the tag list; ``tags``: tags whose first
     segments are loaded before it returns. Waits with the GIL released; Ctrl-C
-    interrupts. ``connect`` does the same as a coroutine."""
+    interrupts. ``connect`` does the same as a coroutine. ``thread_chunk``: up to that
+    many ids (at most 4096) reserved per thread at a time, so threads issuing from one
+    tag do not contend; ids then increase per thread, and across threads as a trend
+    only (0, the default: in call order across threads)."""
 
     def __new__(
         cls,
@@ -164,6 +167,7 @@ class SegmentGenerator:
         double_buffer: bool = True,
         max_step: int = 1_000_000,
         js_safe: bool = False,
+        thread_chunk: int = 0,
         tags: Optional[Sequence[str]] = None,
     ) -> "SegmentGenerator": ...
     @staticmethod
@@ -176,6 +180,7 @@ class SegmentGenerator:
         double_buffer: bool = True,
         max_step: int = 1_000_000,
         js_safe: bool = False,
+        thread_chunk: int = 0,
         tags: Optional[Sequence[str]] = None,
     ) -> Connecting["SegmentGenerator"]:
         """The constructor as a coroutine: the I/O runs on the core's runtime and the event

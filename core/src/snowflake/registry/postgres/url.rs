@@ -60,9 +60,12 @@ pub(crate) fn parse(url: &str) -> Result<PostgresConfig> {
             "missing ?port= (this process's identity; or ?pool=NAME for a pool of ids)",
         )
     })?;
-    if !matches!(port.parse::<u32>(), Ok(1..=65535)) {
-        return Err(bad(url, format!("port {port:?} is not in 1..=65535")));
-    }
+    // Written as a number, so `08080` and `8080` are one identity (no Java server shares
+    // this table to keep a spelling for).
+    let port = match port.parse::<u32>() {
+        Ok(n @ 1..=65535) => n.to_string(),
+        _ => return Err(bad(url, format!("port {port:?} is not in 1..=65535"))),
+    };
     let ip = match ip {
         Some(ip) if !ip.is_empty() && ip.len() <= 100 && !ip.contains(char::is_whitespace) => ip,
         Some(ip) => return Err(bad(url, format!("ip {ip:?} is not an address"))),
@@ -109,6 +112,8 @@ mod tests {
             assert!(matches!(e, Error::InvalidUrl { .. }), "{url}: {e}");
             assert!(!e.to_string().contains("s3cr3t"), "{e}");
         }
+        let same = parse("postgres://u:p@h/db?port=08080&ip=1.2.3.4").unwrap();
+        assert_eq!(same.port, "8080", "one port, one identity, however it is spelt");
         let c = parse("postgres://u:s3cr3t@h/db?port=1&ip=1.2.3.4").unwrap();
         assert!(!format!("{c:?}").contains("s3cr3t"));
     }

@@ -89,3 +89,8 @@ mod fencing_review;
 
 /// Reviewer rev1: floor records lost while two hosts' clocks differ within the skew limit.
 mod review_rev1;
+
+/// Reviewer rev2: leases with no trusted record that reached the generator with a floor
+/// (a MySQL identity restored from a dump, a statefulset bound file restored from a
+/// snapshot); both reissued ids until `Lease::floor_recorded`.
+mod review_rev2;

@@ -80,6 +80,7 @@ impl WorkerRegistry for Pool {
             Ok(Lease {
                 worker_id: id,
                 floor_ms: st.floors.get(&id).copied().unwrap_or(i64::MIN),
+                floor_recorded: st.floors.contains_key(&id),
                 location: format!("test-pool/{id}"),
             })
         })

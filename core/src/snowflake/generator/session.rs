@@ -35,9 +35,9 @@ fn skew_error(reading: &ClockReading, max_skew_ms: i64) -> Option<Error> {
     (skew.abs() > max_skew_ms).then(|| skew_of(skew, max_skew_ms, reading.source.clone()))
 }
 
-/// Fence rule 5 across clocks: the floor of a lease that has no record of its last
-/// holder (`floor_ms` is `i64::MIN`: a new record, or one deleted, wiped or restored
-/// without it), from the registry's clock `reading`. The registry waited until any
+/// Fence rule 5 across clocks: the floor of a lease that has no trusted record of its
+/// last holder ([`Lease::floor_recorded`] false: a new record, or one deleted, wiped or
+/// restored without it), from the registry's clock `reading`. The registry waited until any
 /// earlier holder had stopped, but that holder issued by its own clock, which the skew
 /// check let run up to `max_skew + 1 s` ahead of the registry's: a host 4 s ahead and
 /// one 4 s behind both pass a 5 s limit and are 8 s apart. So the first id comes after
@@ -45,7 +45,7 @@ fn skew_error(reading: &ClockReading, max_skew_ms: i64) -> Option<Error> {
 /// `max_skew`, as they share a configuration). `None` for a recorded floor or a registry
 /// without a clock.
 fn unrecorded_floor(core: &Core, lease: &Lease, reading: Option<&ClockReading>) -> Option<i64> {
-    if lease.floor_ms != i64::MIN {
+    if lease.floor_recorded {
         return None;
     }
     let r = reading?;
@@ -131,6 +131,8 @@ pub(super) async fn start_session(core: &Arc<Core>) -> Result<()> {
                     let lease = Lease {
                         worker_id: entry.worker_id,
                         floor_ms: entry.bound_ms,
+                        // This host's own bound, by this host's clock.
+                        floor_recorded: true,
                         location: format!("cache file {}", cache.path().display()),
                     };
                     (lease, None)

@@ -45,6 +45,12 @@
 //!    `floor_ms` is `i64::MIN`) at the registry's clock plus `max_skew` plus 1 s and
 //!    waits for it before the first id (`generator/session.rs`).
 //!
+//! Nor this: a record the registry trusts (a ZooKeeper node, a lease row with a leafid
+//! bound) restored from a backup taken while its holder ran, holding an older bound,
+//! with the next holder's clock behind the last one's by more than the takeover watch.
+//! Nothing in a restored record tells it from a current one; `docs/registries.md`
+//! ("A missing record and clocks apart") says what to do.
+//!
 //! What no rule closes: a holder frozen (SIGSTOP, a VM paused) across a wipe of every
 //! record that holds its bound can, on waking, issue up to that bound before its watch,
 //! poll or out-of-touch timer runs, while a newcomer that found nothing issues from the

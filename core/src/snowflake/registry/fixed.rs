@@ -53,6 +53,8 @@ impl WorkerRegistry for FixedRegistry {
                 worker_id: id,
                 // No shared record: the cache file supplies the floor.
                 floor_ms: i64::MIN,
+                // No shared record and no clock: the id is the user's promise.
+                floor_recorded: false,
                 location: format!("fixed:{id}"),
             })
         })

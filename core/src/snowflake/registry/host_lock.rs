@@ -38,6 +38,10 @@ pub struct Holder {
     pub pid: u32,
     /// When it took the lock (ms since the Unix epoch, local clock).
     pub since_ms: i64,
+    /// Where its pid means something: the kernel's boot id and the pid namespace
+    /// ([`pid_space`]); absent in records older leafids wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid_space: Option<String>,
 }
 
 impl Holder {
@@ -47,8 +51,35 @@ impl Holder {
             host: host_name(),
             pid: std::process::id(),
             since_ms: super::system_now_ms(),
+            pid_space: pid_space(),
         }
     }
+
+    /// True when this holder was a process of this host and pid namespace that has
+    /// exited, so its lease can be taken at once. A host name alone is no proof: two
+    /// containers given one `hostname:` (compose replicas) each have their own pid 1,
+    /// and another's pid is "not running" here while it runs there. A record without a
+    /// pid space (an older leafid's) is never taken for dead: its lease runs out instead.
+    pub fn exited_here(&self) -> bool {
+        self.host == host_name()
+            && self.pid_space.is_some()
+            && self.pid_space == pid_space()
+            && !pid_alive(self.pid)
+    }
+}
+
+/// This process's pid space: the kernel's boot id (`/proc/sys/kernel/random/boot_id`)
+/// and its pid namespace (`/proc/self/ns/pid`), or `None` where either cannot be read
+/// (no procfs): then no holder is ever taken for dead by its pid.
+pub fn pid_space() -> Option<String> {
+    static SPACE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    SPACE
+        .get_or_init(|| {
+            let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+            let ns = std::fs::read_link("/proc/self/ns/pid").ok()?;
+            Some(format!("{}/{}", boot.trim(), ns.display()))
+        })
+        .clone()
 }
 
 impl std::fmt::Display for Holder {

@@ -198,6 +198,8 @@ impl LocalRegistry {
         Lease {
             worker_id: id,
             floor_ms: floor,
+            // The lock file's bound, written by this host's clock.
+            floor_recorded: true,
             location,
         }
     }

@@ -87,10 +87,15 @@ pub struct Lease {
     pub worker_id: u32,
     /// The highest timestamp (ms since the Unix epoch) any earlier holder of this id
     /// may have issued; the generator issues only at timestamps strictly above it.
-    /// `i64::MIN` when the registry found no record of an earlier holder (a new record,
-    /// or one deleted or restored without it): a registry with a clock then has the
-    /// generator wait until its clock plus the allowed skew has passed (fence rule 5).
+    /// `i64::MIN` when the registry found no record of an earlier holder.
     pub floor_ms: i64,
+    /// True when `floor_ms` is an earlier holder's bound from a record the registry
+    /// trusts; false when there is no record (a new one, or one deleted, wiped or
+    /// restored without it) or one that may be stale (a file a volume snapshot can bring
+    /// back). When false and the registry has a clock, the generator also waits until
+    /// that clock plus the allowed skew has passed (fence rule 5): the earlier holder
+    /// issued by its own clock, which may have run that far ahead.
+    pub floor_recorded: bool,
     /// Where the lease lives, for messages and stats (`zookeeper:/snowflake/x/forever/…`).
     pub location: String,
 }

@@ -10,7 +10,7 @@ use sqlx::{Connection, Row};
 use super::watch::{lock, table_gone, Written};
 use super::{MysqlRegistry, FIRST_TERM, LEASE_GRACE};
 use crate::error::{Error, Result};
-use crate::snowflake::registry::host_lock::{host_name, pid_alive, Holder};
+use crate::snowflake::registry::host_lock::Holder;
 use crate::snowflake::registry::{fence, system_now_ms, Lease};
 
 /// How many values of `max_timestamp` a holder accepts as its own (see `Written`).
@@ -156,6 +156,9 @@ impl MysqlRegistry {
             lease: Lease {
                 worker_id: id as u32,
                 floor_ms: floor,
+                // Only a leafid holder's own bound in its lease row is a record of where it
+                // stopped: `max_timestamp` (the fork's, or one written at insert) trails it.
+                floor_recorded: !prior.missing && prior.bound_ms.is_some(),
                 location: format!(
                     "mysql {} leaf_workerid_alloc id={id} ({})",
                     self.shown_url,
@@ -223,7 +226,7 @@ impl MysqlRegistry {
         // A holder of this host that has died (SIGKILL, crash): its lease is stale now.
         let dead = holder
             .as_ref()
-            .is_some_and(|h| !token.is_empty() && h.host == host_name() && !pid_alive(h.pid));
+            .is_some_and(|h| !token.is_empty() && h.exited_here());
         if token.is_empty() || expired || dead {
             sqlx::query(
                 "UPDATE leafid_worker_lease SET holder = ?, holder_info = ?, ip_port = ?, \

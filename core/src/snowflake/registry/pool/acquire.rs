@@ -10,7 +10,7 @@ use super::rows::{Slot, Taker};
 use super::{Claim, PoolRegistry, FIRST_TERM};
 use crate::error::{Error, Result};
 use crate::snowflake::registry::fence;
-use crate::snowflake::registry::host_lock::{host_name, pid_alive, Holder};
+use crate::snowflake::registry::host_lock::Holder;
 
 /// How many times an acquire reads the pool again after losing a race for a row.
 const ATTEMPTS: usize = 32;
@@ -218,10 +218,9 @@ fn live_holder(s: &Slot, now: i64) -> String {
     )
 }
 
-/// A holder of this host whose process has exited (SIGKILL, a crash): an identity's
-/// restart takes its row at once, the floor still its last bound.
+/// A holder of this host (and pid namespace) whose process has exited (SIGKILL, a
+/// crash): an identity's restart takes its row at once, the floor still its last bound.
 fn holder_dead(s: &Slot) -> bool {
     !s.holder.is_empty()
-        && serde_json::from_str::<Holder>(&s.holder_info)
-            .is_ok_and(|h| h.host == host_name() && !pid_alive(h.pid))
+        && serde_json::from_str::<Holder>(&s.holder_info).is_ok_and(|h| h.exited_here())
 }

@@ -270,6 +270,7 @@ impl PoolRegistry {
         Ok(Lease {
             worker_id: id,
             floor_ms: taken.bound_ms.unwrap_or(i64::MIN),
+            floor_recorded: taken.bound_ms.is_some(),
             location: self.shown(),
         })
     }

@@ -113,7 +113,10 @@ mod tests {
             assert!(!e.to_string().contains("s3cr3t"), "{e}");
         }
         let same = parse("postgres://u:p@h/db?port=08080&ip=1.2.3.4").unwrap();
-        assert_eq!(same.port, "8080", "one port, one identity, however it is spelt");
+        assert_eq!(
+            same.port, "8080",
+            "one port, one identity, however it is spelt"
+        );
         let c = parse("postgres://u:s3cr3t@h/db?port=1&ip=1.2.3.4").unwrap();
         assert!(!format!("{c:?}").contains("s3cr3t"));
     }

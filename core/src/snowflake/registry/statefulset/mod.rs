@@ -20,15 +20,15 @@
 //!   kept in `worker-<n>.json` there, written every heartbeat and at close, and is the
 //!   next holder's floor. Without one, the floor is the generator's own cache file, as for
 //!   `fixed:` (it survives a restart only where the cache directory does).
-//! - **No record, no trust in the clock (fence rule 5).** With no bound to start from (a
-//!   pod's first start, a bound file deleted or a volume restored from a snapshot taken
-//!   before it, or no floor directory), the pod's previous incarnation may have run on
-//!   a node whose clock was ahead. Kubernetes stopped it before this pod started, so the
-//!   generator waits until this node's clock has passed its start-up time plus the
-//!   allowed skew (`max_skew`, 5 s by default, plus 1 s): the registry reports the
-//!   node's own clock as its reading, the only clock a pod has, and the generator
-//!   applies the rule it applies to every registry whose record is missing. It assumes
-//!   the cluster's nodes keep their clocks within that skew of each other (NTP).
+//! - **No file trusted alone, no trust in the clock (fence rule 5).** The bound file may
+//!   be missing (a pod's first start, a file deleted, no floor directory) or older than
+//!   the pod's last ids (a volume restored from a snapshot taken while it ran), and the
+//!   pod's previous incarnation may have run on a node whose clock was ahead.
+//!   Kubernetes stopped it before this pod started, so the generator starts above both
+//!   the file's bound and this node's clock at start-up plus the allowed skew
+//!   (`max_skew`, 5 s by default, plus 1 s): the registry reports the node's own clock
+//!   as its reading, the only clock a pod has, and marks the floor unrecorded. It
+//!   assumes the cluster's nodes keep their clocks within that skew of each other (NTP).
 //! - **A second writer is a lost lease (fence rules 1 and 2).** Every renew first checks
 //!   that the bound file still holds what this holder last wrote: a file written by
 //!   another process (a second pod with this ordinal sharing the volume) or deleted is
@@ -129,11 +129,12 @@ impl StatefulsetRegistry {
         );
         let Some(dir) = &self.config.floor_dir else {
             *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(None);
-            self.no_record();
+            self.read_clock();
             // No record of its own: the generator's cache file supplies the floor.
             return Ok(Lease {
                 worker_id: id,
                 floor_ms: i64::MIN,
+                floor_recorded: false,
                 location,
             });
         };
@@ -150,21 +151,22 @@ impl StatefulsetRegistry {
                     reason: format!("it holds worker id {}, not {id}", entry.worker_id),
                 })
             }
-            None => {
-                self.no_record();
-                i64::MIN
-            }
+            None => i64::MIN,
         };
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(found);
+        self.read_clock();
         Ok(Lease {
             worker_id: id,
             floor_ms: floor,
+            // A file a volume snapshot can bring back with an older bound is never a
+            // record to trust alone (review 2).
+            floor_recorded: false,
             location: format!("{location}, bound file {}", file.path().display()),
         })
     }
 
-    /// No bound found: the node's clock now is the reading the generator floors on.
-    fn no_record(&self) {
+    /// The node's clock now, the reading the generator floors on at every acquire.
+    fn read_clock(&self) {
         let now = system_now_ms();
         *self.reading.lock().unwrap_or_else(|p| p.into_inner()) = Some(ClockReading {
             registry_ms: now,

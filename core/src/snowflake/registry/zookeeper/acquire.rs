@@ -230,6 +230,7 @@ impl ZookeeperRegistry {
         Ok(Lease {
             worker_id: id,
             floor_ms: floor,
+            floor_recorded: floor != i64::MIN,
             location: format!("zookeeper {}{path}", crate::redact::url(&self.connect)),
         })
     }

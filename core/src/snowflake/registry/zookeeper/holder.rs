@@ -73,7 +73,7 @@ impl ZookeeperRegistry {
             if stat.ephemeral_owner == client.session_id() {
                 let now = stat.mtime;
                 st.live_session = Some(client.session_id());
-                st.reading = Some(ClockReading {
+                *self.reading.lock().unwrap_or_else(|p| p.into_inner()) = Some(ClockReading {
                     registry_ms: now,
                     local_before_ms: before,
                     local_after_ms: after,

@@ -136,8 +136,6 @@ struct State {
     own: Option<self::guard::OwnWrite>,
     /// The watch on the forever node; dropping it stops the watch.
     guard: Option<self::guard::Guard>,
-    /// The registry's clock, as seen by the last write (for the generator's clock check).
-    reading: Option<ClockReading>,
 }
 
 /// Leaf's forever-mode registry. Connects at `acquire`; building it does no I/O.
@@ -149,6 +147,10 @@ pub struct ZookeeperRegistry {
     session_timeout: Duration,
     connect_timeout: Duration,
     state: tokio::sync::Mutex<State>,
+    /// The registry's clock, as seen by the last write (for the generator's clock check
+    /// and the floor of an unrecorded lease). Apart from `state`, so taking it never
+    /// finds it locked by a call in flight and skips it (review 2).
+    reading: std::sync::Mutex<Option<ClockReading>>,
 }
 
 /// By hand: the connect string may carry a password.
@@ -181,6 +183,7 @@ impl ZookeeperRegistry {
             session_timeout,
             connect_timeout,
             state: tokio::sync::Mutex::new(State::default()),
+            reading: std::sync::Mutex::new(None),
         }
     }
 }
@@ -236,7 +239,10 @@ impl WorkerRegistry for ZookeeperRegistry {
     }
 
     fn take_clock_reading(&self) -> Option<ClockReading> {
-        self.state.try_lock().ok()?.reading.take()
+        self.reading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 }
 

@@ -126,7 +126,7 @@ impl ZookeeperRegistry {
         }
         st.id_version = id_stat.version;
         st.last_mzxid = Some(stat.mzxid);
-        st.reading = Some(ClockReading {
+        *self.reading.lock().unwrap_or_else(|p| p.into_inner()) = Some(ClockReading {
             registry_ms: stat.mtime,
             local_before_ms: before,
             local_after_ms: system_now_ms(),

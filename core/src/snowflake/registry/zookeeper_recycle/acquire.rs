@@ -178,7 +178,7 @@ impl ZookeeperRecycleRegistry {
             Err(e) => Err(e),
         };
         match result {
-            Ok(((id, path, version, floor, _, pool, _), floor_state)) => {
+            Ok(((id, path, version, floor, last_version, pool, _), floor_state)) => {
                 tracing::info!(worker_id = id, %path, floor, session = %client.session_id(),
                     session_timeout = ?negotiated, "worker id leased");
                 let location = format!("zookeeper-recycle {}{path}", self.shown);
@@ -197,6 +197,8 @@ impl ZookeeperRecycleRegistry {
                 Ok(Lease {
                     worker_id: id,
                     floor_ms: floor,
+                    // A missing `last/{id}` is no record, whatever floor stands in for it.
+                    floor_recorded: last_version.is_some(),
                     location,
                 })
             }

@@ -108,6 +108,38 @@ pub(super) fn take_run(key: u64, max: u64) -> Option<(i64, u64)> {
     })
 }
 
+/// Exactly `n` ids from this thread's chunk for `key` when it holds that many (the
+/// first is returned), else nothing is taken.
+#[inline]
+pub(super) fn take_exact_run(key: u64, n: u64) -> Option<i64> {
+    CHUNKS.with(|chunks| {
+        let cell = &chunks[slot(key)];
+        let mut c = cell.get();
+        // Both bounded by MAX_THREAD_CHUNK: no overflow.
+        if c.key != key || n == 0 || ((c.end - c.next) as u64) < n {
+            return None;
+        }
+        let first = c.next;
+        c.next += n as i64;
+        cell.set(c);
+        Some(first)
+    })
+}
+
+/// Gives up what is left of this thread's chunk for `key` (a gap), keeping its size:
+/// the thread's next id then comes from a new chunk, above anything taken meanwhile.
+#[inline]
+pub(super) fn give_up(key: u64) {
+    CHUNKS.with(|chunks| {
+        let cell = &chunks[slot(key)];
+        let mut c = cell.get();
+        if c.key == key {
+            c.next = c.end;
+            cell.set(c);
+        }
+    })
+}
+
 /// How many ids this thread should reserve next for `key`: double the last chunk, up to
 /// `max`; 1 for a key its table does not hold (first use, or evicted).
 #[inline]

@@ -141,6 +141,28 @@ impl TagBuffer {
         if !self.fresh() {
             return None;
         }
+        if self.chunk != 0 {
+            // Runs on the calling thread, whose batch must come after its earlier ids
+            // and before its later ones (docs/segment.md, "Order"): from its chunk when
+            // the chunk holds them all; else the chunk is given up (a gap), so its later
+            // ids come from a new chunk above whatever this batch takes, here or on the
+            // runtime from the shared cursor.
+            // Relaxed: as in `try_next_id_chunked`.
+            let key = self.chunk_key.load(Ordering::Relaxed);
+            if let Some(first) = thread_chunk::take_exact_run(key, n as u64) {
+                let mut out = vec![0; n];
+                write_run(
+                    &mut out,
+                    Taken {
+                        first,
+                        count: n as u64,
+                        wants_preload: false,
+                    },
+                );
+                return Some(out);
+            }
+            thread_chunk::give_up(key);
+        }
         let taken = self.ring.take_exact(n as u64)?;
         if taken.wants_preload {
             self.maybe_preload(loader);
@@ -173,8 +195,11 @@ impl TagBuffer {
         self: Arc<Self>,
         loader: Arc<Loader>,
     ) -> Result<i64> {
-        match self.try_next_id(&loader) {
-            Some(id) => Ok(id),
+        // The shared cursor only, never a chunk of the runtime thread this runs on: an
+        // id from the cursor now is above every chunk reserved before, so the calling
+        // thread (whose own chunk was empty when it came here) sees its ids increase.
+        match self.take_fast(&loader, 1) {
+            Some(t) => Ok(t.first),
             None => self.slow_async(&loader, 1).await.map(|t| t.first),
         }
     }

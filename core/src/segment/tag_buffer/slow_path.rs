@@ -134,6 +134,15 @@ impl TagBuffer {
                     // Release: pairs with the Acquire loads of the flag.
                     self.ring.next.store(NEXT_NONE, Ordering::Release);
                     self.ring.point_at(st.gen);
+                    if self.chunk != 0 {
+                        // Threads' chunks of the spent segment are given up (a gap of at
+                        // most one chunk each), so a thread idle for many segments does
+                        // not come back with ids far below everyone's: how far one
+                        // thread's ids trail another's stays within a chunk per thread.
+                        // Relaxed: as the other writers of the key.
+                        self.chunk_key
+                            .store(crate::segment::thread_chunk::new_key(), Ordering::Relaxed);
+                    }
                     continue;
                 }
                 NEXT_NONE => {

@@ -133,6 +133,7 @@ const NODE_NAMES: &[(&str, &str)] = &[
     ("double_buffer", "doubleBuffer"),
     ("max_step", "maxStep"),
     ("js_safe", "jsSafe"),
+    ("thread_chunk", "threadChunk"),
     ("registry_url", "registry"),
     ("cache_dir", "cacheDir"),
     ("max_backward", "maxBackwardMs"),

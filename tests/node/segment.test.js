@@ -94,7 +94,11 @@ test('MySQL: thread chunks never share an id, within or across generators', asyn
       seen.add(id);
     }
   }
-  await assert.rejects(leafid.SegmentGenerator.connect('memory:', { threadChunk: 4097 }), { code: 'LEAF_INVALID_CONFIG' });
+  await assert.rejects(leafid.SegmentGenerator.connect('memory:', { threadChunk: 4097 }), (e) => {
+    assert.equal(e.code, 'LEAF_INVALID_CONFIG');
+    assert.match(e.message, /threadChunk 4097 out of range/, 'named as Node spells it');
+    return true;
+  });
   await a.close();
   await b.close();
 });

@@ -47,8 +47,14 @@ pub struct Holder {
 impl Holder {
     /// This process, now.
     pub fn this_process() -> Holder {
+        // At most 100 characters: the record must fit the databases' 255-character
+        // holder_info column beside the other fields (a host name may have 255).
+        let mut host = host_name();
+        if let Some((cut, _)) = host.char_indices().nth(100) {
+            host.truncate(cut);
+        }
         Holder {
-            host: host_name(),
+            host,
             pid: std::process::id(),
             since_ms: super::system_now_ms(),
             pid_space: pid_space(),
@@ -61,7 +67,7 @@ impl Holder {
     /// and another's pid is "not running" here while it runs there. A record without a
     /// pid space (an older leafid's) is never taken for dead: its lease runs out instead.
     pub fn exited_here(&self) -> bool {
-        self.host == host_name()
+        self.host == Holder::this_process().host
             && self.pid_space.is_some()
             && self.pid_space == pid_space()
             && !pid_alive(self.pid)

@@ -61,6 +61,7 @@ impl Holder {
         }
     }
 
+    #[cfg(any(feature = "mysql", feature = "postgres"))] // the registries that take a dead holder's lease
     /// True when this holder was a process of this host and pid namespace that has
     /// exited, so its lease can be taken at once. A host name alone is no proof: two
     /// containers given one `hostname:` (compose replicas) each have their own pid 1,

@@ -138,7 +138,7 @@ fi
 # would build the core and tokio again with fewer features.
 rust_build() {
     cargo test --workspace --all-targets --no-run &&
-        cargo test --workspace --test adversary --no-run
+        cargo test --workspace --test adversary --test registry --no-run
 }
 stage rust-build rust_build
 # Background builds (see the top): none touches target/debug but dist.sh's `cargo
@@ -154,6 +154,8 @@ stage rust cargo test --workspace --all-targets --no-fail-fast
 # out of --all-targets (test = false): its rows mostly wait for leases to expire, so it
 # runs here with more threads than cores.
 stage adversary cargo test --workspace --test adversary -- --test-threads=6
+# The registry suite (test = false too): mostly waiting, as the matrix.
+stage registry cargo test --workspace --test registry -- --test-threads=4
 stage rust-doc rust_doc
 stage loom bg_wait loom
 stage rust-features bg_wait rust-features

@@ -169,7 +169,7 @@ def results(run: cross.Run, problems: list[str],
     out = []
     for group in ("segment", "snowflake"):
         mine = [w for w in run.workers if w.group == group]
-        res = cross.check(run.files(group))
+        res = cross.check(run.files(group), group)
         # Lines written, not the summaries: a SIGKILLed worker prints none.
         written = {lang: sum(count_lines(w.out) for w in mine if w.lang == lang)
                    for lang in sorted({w.lang for w in mine})}

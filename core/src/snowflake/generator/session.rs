@@ -80,9 +80,30 @@ async fn check_clock(
     Ok(unrecorded_floor(core, lease, Some(&reading)))
 }
 
+/// How many times start-up acquires a worker id when the lease is lost before the first
+/// id (a ZooKeeper session expired, or the record taken, while it waited for its floor):
+/// that lease issued nothing, so taking another is always safe.
+const START_ATTEMPTS: u32 = 3;
+
 /// Acquires a worker id, checks the clock against its floor, installs the state and
-/// starts the heartbeat. Runs on the background runtime.
+/// starts the heartbeat; acquires again when the lease is lost before the first id.
+/// Runs on the background runtime.
 pub(super) async fn start_session(core: &Arc<Core>) -> Result<()> {
+    let mut attempt = 1;
+    loop {
+        match start_session_once(core).await {
+            Err(e @ Error::LeaseLost { .. })
+                if attempt < START_ATTEMPTS && !core.closed.load(Ordering::Acquire) =>
+            {
+                tracing::warn!(error = %e, attempt, "worker-id lease lost before the first id; acquiring again");
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn start_session_once(core: &Arc<Core>) -> Result<()> {
     let settings = &core.settings;
     let (registry, local): (Arc<dyn WorkerRegistry>, Option<Arc<LocalRegistry>>) =
         match &settings.registry {

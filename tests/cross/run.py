@@ -3,7 +3,9 @@
 ZooKeeper tree, for every registry mode, beside `leafid serve` and its HTTP callers,
 then the same under faults. Every id is kept
 and checked by core/examples/check_ids.rs: not one duplicate, ids strictly increasing
-within each process.
+within each process (and within each HTTP caller of snowflake ids; the segment ids an HTTP
+caller gets from `leafid serve` come from its threads' chunks, in trend order, so those are
+checked for duplicates only).
 
     python3 tests/cross/run.py            # needs scripts/services.sh's variables
     python3 tests/cross/run.py --only faults

@@ -201,7 +201,13 @@ fn mysql_restore_of_both_tables_under_a_connected_holder_repeats_ids() {
 
 fn mysql_restore(cut: bool) {
     let base = std::env::var("LEAFID_MYSQL_URL").expect("LEAFID_MYSQL_URL: source .services/env");
-    let db_url = fork_mysql::fresh_database(&base, "review_fencing");
+    // A database per test: the two variants run at once, on one identity.
+    let prefix = if cut {
+        "review_fencing_cut"
+    } else {
+        "review_fencing_live"
+    };
+    let db_url = fork_mysql::fresh_database(&base, prefix);
     // The database's host:port, whatever port the services run on.
     let host = db_url
         .rsplit_once('@')

@@ -41,18 +41,19 @@ fn dups(a: &[i64], b: &[i64]) -> usize {
 /// on node B, 1.5 s behind (within the 5 s the skew floor assumes).
 #[test]
 fn rev2_statefulset_old_floor_file_restored_reissues_ids() {
-    sts_restored(-1_500);
+    sts_restored(921, -1_500);
 }
 
 #[test]
 fn rev2_control_statefulset_old_floor_file_clocks_in_step() {
-    sts_restored(0);
+    sts_restored(922, 0);
 }
 
-fn sts_restored(b_offset: i64) {
+/// `ordinal`: one per test, as the tests run at once and an ordinal is one identity.
+fn sts_restored(ordinal: u32, b_offset: i64) {
     let floor = tempfile::tempdir().unwrap();
     let (ca, cb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let host = "rev2sts-921".to_string();
+    let host = format!("rev2sts-{ordinal}");
     let make = |cache: &std::path::Path, offset: i64| {
         let config = StatefulsetConfig::new(host.clone()).floor_dir(floor.path());
         SnowflakeGenerator::builder()
@@ -65,7 +66,7 @@ fn sts_restored(b_offset: i64) {
             .unwrap()
     };
     let a = make(ca.path(), 0);
-    let file = floor.path().join("worker-921.json");
+    let file = floor.path().join(format!("worker-{ordinal}.json"));
     let mut a_ids = issue_for(&a, Duration::from_millis(500));
     let snapshot = std::fs::read(&file).unwrap();
     a_ids.extend(issue_for(&a, Duration::from_millis(2_500)));

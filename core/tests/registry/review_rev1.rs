@@ -17,7 +17,7 @@ use leafid::{Clock, SnowflakeGenerator};
 
 /// The system clock moved by `offset` ms: another host's clock.
 #[derive(Debug)]
-struct Skewed(i64);
+pub(crate) struct Skewed(pub(crate) i64);
 
 impl Clock for Skewed {
     fn now_millis(&self) -> i64 {
@@ -26,7 +26,7 @@ impl Clock for Skewed {
 }
 
 /// Issues bursts of 200 ids every millisecond or so for `run`; every id.
-fn issue_for(gen: &SnowflakeGenerator, run: Duration) -> Vec<i64> {
+pub(crate) fn issue_for(gen: &SnowflakeGenerator, run: Duration) -> Vec<i64> {
     let mut ids = Vec::new();
     let end = Instant::now() + run;
     while Instant::now() < end {

@@ -443,3 +443,44 @@ fn saturated_generators_on_zookeeper_never_issue_a_duplicate() {
         g.close();
     }
 }
+
+/// The other host's clock: the system clock moved by `offset` ms.
+#[derive(Debug)]
+struct Skewed(i64);
+
+impl leafid::Clock for Skewed {
+    fn now_millis(&self) -> i64 {
+        leafid::SystemClock.now_millis() + self.0
+    }
+}
+
+/// Review 4: a Java Leaf server on a host 4 s ahead wrote its forever node (its
+/// `timestamp`, by its clock) and went on issuing until its next upload, 3 s later; it
+/// never writes leafid's `ids/{id}`. leafid on a host 4 s behind takes the node over.
+/// The node's `timestamp` trails what Java issued, so it is no recorded floor: the first
+/// id must wait out the skew too. Before, `floor_recorded` was true for any timestamp,
+/// and the first id came right after Java's `timestamp`, inside what Java had issued.
+#[test]
+fn a_java_timestamp_is_no_recorded_floor_the_first_id_waits_out_the_skew() {
+    let c = client();
+    let name = unique_name("javaskew");
+    let written = now_ms();
+    // Java's clock, 4 s ahead, at its last upload.
+    java_node(&c, &name, "10.97.0.1", "8080", written + 4_000);
+    let cache = tempfile::tempdir().unwrap();
+    let gen = SnowflakeGenerator::builder()
+        .registry_url(&url(&name, "10.97.0.1", "8080"))
+        .unwrap()
+        .clock(Arc::new(Skewed(-4_000)))
+        .cache_dir(cache.path())
+        .build_blocking()
+        .unwrap();
+    let first = gen.decode(gen.next_id().unwrap()).timestamp_ms;
+    gen.close();
+    // Java issued up to its clock at its next upload: (written + 3 s) + 4 s.
+    let java_last = written + 3_000 + 4_000;
+    assert!(
+        first > java_last,
+        "the first id's time {first} is not above {java_last}, the last Java may have issued"
+    );
+}

@@ -129,7 +129,10 @@ impl ZookeeperRegistry {
     ) -> Result<Lease> {
         let client = client.clone();
         let forever = self.forever_path();
-        let (path, id, floor, version, mzxid) = match self.find_own(&client).await? {
+        // `recorded`: the floor is a bound leafid recorded in `ids/{id}`. The forever
+        // node's `timestamp` alone is not one: Java Leaf (or leafid, under rule 4)
+        // writes it every 3 s and issues past it in between.
+        let (path, id, floor, recorded, version, mzxid) = match self.find_own(&client).await? {
             Some((path, id)) => {
                 // Claim the id first: a node of a recreated tree may carry a live
                 // holder's id.
@@ -149,7 +152,8 @@ impl ZookeeperRegistry {
                 }
                 let floor = stamp.max(claimed.bound_ms);
                 tracing::info!(%path, worker_id = id, floor, "reusing this ip:port's forever node");
-                (path, id, floor, version, seen.mzxid)
+                let recorded = claimed.bound_ms != i64::MIN;
+                (path, id, floor, recorded, version, seen.mzxid)
             }
             None => {
                 client
@@ -208,9 +212,10 @@ impl ZookeeperRegistry {
                         self.watch_unchanged(&client, &path, id, stat, watch_for)
                             .await?;
                     }
-                    (path, id, claimed.bound_ms, 0, stat.mzxid)
+                    let recorded = claimed.bound_ms != i64::MIN;
+                    (path, id, claimed.bound_ms, recorded, 0, stat.mzxid)
                 } else {
-                    (path, id, i64::MIN, 0, stat.mzxid)
+                    (path, id, i64::MIN, false, 0, stat.mzxid)
                 }
             }
         };
@@ -230,7 +235,7 @@ impl ZookeeperRegistry {
         Ok(Lease {
             worker_id: id,
             floor_ms: floor,
-            floor_recorded: floor != i64::MIN,
+            floor_recorded: recorded,
             location: format!("zookeeper {}{path}", crate::redact::url(&self.connect)),
         })
     }

@@ -8,14 +8,12 @@
 //! `leafid/_aio.py`). The runtime's worker threads never wait for the GIL.
 
 use std::future::Future;
-use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::BoundObject;
 
 use crate::error::IntoPy;
-use crate::exit::SETTLING;
 
 static GLUE: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
@@ -53,6 +51,11 @@ where
     F: Future<Output = leafid::Result<T>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
+    // Making the future runs Python code (the loop's `create_future`): counted, so that
+    // a daemon thread is never inside this frame when the interpreter finalizes.
+    let Some(_in_python) = crate::exit::enter() else {
+        return Err(exiting_error());
+    };
     let (event_loop, future): (Bound<'py, PyAny>, Bound<'py, PyAny>) =
         glue(py)?.call_method0(factory)?.extract()?;
     let (event_loop, target) = (event_loop.unbind(), future.clone().unbind());
@@ -71,19 +74,12 @@ fn settle<T>(event_loop: Py<PyAny>, future: Py<PyAny>, outcome: leafid::Result<T
 where
     T: for<'a> IntoPyObject<'a>,
 {
-    // SeqCst, with the flag and the count in `_shutdown_logging`: either it sees this
-    // settle counted and waits for it, or this sees the flag and never takes the GIL.
-    SETTLING.fetch_add(1, Ordering::SeqCst);
-    struct Done;
-    impl Drop for Done {
-        fn drop(&mut self) {
-            SETTLING.fetch_sub(1, Ordering::SeqCst);
-        }
-    }
-    let _done = Done;
-    if crate::exit::exiting() {
-        return; // taking the GIL while the interpreter finalizes aborts the process
-    }
+    // Counted, with the flag checked after: either `_shutdown_logging` waits for this
+    // settle, or this sees the flag and never takes the GIL (taking it while the
+    // interpreter finalizes aborts the process).
+    let Some(_in_python) = crate::exit::enter() else {
+        return;
+    };
     Python::attach(|py| {
         let (value, error) = match outcome {
             Ok(v) => match v.into_pyobject(py) {
@@ -114,7 +110,17 @@ impl Cancel {
 
 /// An awaitable that is already done with `value` (`__aenter__`).
 pub fn ready<'py>(py: Python<'py>, value: Py<PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let Some(_in_python) = crate::exit::enter() else {
+        return Err(exiting_error());
+    };
     glue(py)?.call_method1("ready", (value,))
+}
+
+/// What an async call started after `atexit` began raises: nothing would await it.
+fn exiting_error() -> PyErr {
+    pyo3::exceptions::PyRuntimeError::new_err(
+        "leafid: the interpreter is exiting; no new async call starts",
+    )
 }
 
 /// Waits for `fut` on the core's runtime with the GIL released, checking for signals
@@ -125,8 +131,11 @@ where
     F: Future<Output = leafid::Result<T>> + Send + 'static,
     T: Send + 'static,
 {
-    py.detach(|| {
-        leafid::runtime::block_on_checked(fut, || Python::attach(|py| py.check_signals()))
+    crate::exit::detach(py, || {
+        leafid::runtime::block_on_checked(fut, || {
+            crate::exit::park_if_exiting(); // never attach while the interpreter finalizes
+            Python::attach(|py| py.check_signals())
+        })
     })?
     .py()
 }

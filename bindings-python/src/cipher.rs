@@ -64,14 +64,14 @@ impl PyIdCipher {
     /// whole on the first invalid id.
     fn encrypt_many(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         let mut ids = ids_arg(ids)?;
-        py.detach(|| self.inner.encrypt_in_place(&mut ids)).py()?;
+        crate::exit::detach(py, || self.inner.encrypt_in_place(&mut ids)).py()?;
         Ok(ids)
     }
 
     /// ``decrypt`` over a sequence of ids; fails whole on the first invalid id.
     fn decrypt_many(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<Vec<i64>> {
         let mut ids = ids_arg(ids)?;
-        py.detach(|| self.inner.decrypt_in_place(&mut ids)).py()?;
+        crate::exit::detach(py, || self.inner.decrypt_in_place(&mut ids)).py()?;
         Ok(ids)
     }
 

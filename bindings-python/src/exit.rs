@@ -1,25 +1,85 @@
-//! Whether this process's interpreter is exiting, and the work that must finish before it
-//! does: from `_shutdown_logging` (an `atexit` hook) on, no core thread may take the GIL,
-//! because taking it while the interpreter finalizes aborts the process.
+//! Whether this process's interpreter is exiting, and how a thread of ours behaves once it
+//! is. From `_shutdown_logging` (an `atexit` hook) on, CPython (3.11, 3.12) ends any thread
+//! other than the finalizing one that takes the GIL with `pthread_exit`. That unwinds the
+//! thread's stack, and Rust frames cannot be unwound that way: the process aborts
+//! (SIGABRT). So after the hook:
+//! - no core thread takes the GIL (the log forwarder and the async settles check
+//!   [`exiting`]);
+//! - work that runs Python code from a Rust frame ([`enter`]: an async call making its
+//!   future, a result handed to its loop) is counted, and the hook waits for it, so no
+//!   daemon thread is inside such a frame when finalization ends it;
+//! - a thread that waited without the GIL never takes it back ([`detach`]): it sleeps
+//!   until the process ends, as CPython 3.14 does with its own threads.
 //!
-//! Apart from both of its users, below them: the log forwarder (`logging.rs`) sets the
-//! flag and waits for the async results in flight, and the async glue (`aio.rs`) counts
-//! those results and checks the flag; neither reaches into the other.
+//! Apart from its users, below them: the log forwarder (`logging.rs`) sets the flag and
+//! waits, the async glue (`aio.rs`) and the classes count and check.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+use std::thread::ThreadId;
+
+use pyo3::prelude::*;
 
 /// Set by `_shutdown_logging` (an `atexit` hook): from then on nothing is forwarded,
 /// because taking the GIL while the interpreter finalizes aborts the process.
 pub static SHUTDOWN: AtomicBool = AtomicBool::new(false);
 
-/// Settles in flight: `_shutdown_logging` (atexit) waits for them before the
-/// interpreter finalizes. A thread still waiting for the GIL when finalization starts
-/// is ended from inside Python and the process aborts (seen: SIGABRT at `sys.exit`
-/// with async calls completing on other threads).
-pub static SETTLING: AtomicUsize = AtomicUsize::new(0);
+/// The thread that ran `_shutdown_logging`: the one finalizing the interpreter, the only
+/// one that may still take the GIL (later `atexit` hooks run on it).
+pub static FINALIZER: OnceLock<ThreadId> = OnceLock::new();
+
+/// Rust frames running Python code right now (see [`enter`]); `_shutdown_logging` waits
+/// for them before the interpreter finalizes.
+pub static IN_PYTHON_CODE: AtomicUsize = AtomicUsize::new(0);
 
 /// Whether the interpreter is exiting (`_shutdown_logging` ran): from then on no core
 /// thread may take the GIL.
 pub fn exiting() -> bool {
     SHUTDOWN.load(Ordering::SeqCst)
+}
+
+/// Counts the caller as a Rust frame running Python code until the guard drops; `None`
+/// once the interpreter is exiting (the caller must not start).
+pub fn enter() -> Option<InPythonCode> {
+    // SeqCst, with the flag and the count in `_shutdown_logging`: either it sees this
+    // frame counted and waits for it, or this sees the flag and does not start.
+    IN_PYTHON_CODE.fetch_add(1, Ordering::SeqCst);
+    let guard = InPythonCode(());
+    (!exiting()).then_some(guard)
+}
+
+/// See [`enter`].
+pub struct InPythonCode(());
+
+impl Drop for InPythonCode {
+    fn drop(&mut self) {
+        IN_PYTHON_CODE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// `py.detach(f)` that never takes the GIL back once the interpreter is exiting, on any
+/// thread but the finalizing one: such a thread (a daemon thread, every non-daemon one
+/// was joined before `atexit`) would be ended by `pthread_exit` through Rust frames.
+pub fn detach<T, F>(py: Python<'_>, f: F) -> T
+where
+    // `Send`, which is what pyo3's `Ungil` means on stable Rust.
+    F: Send + FnOnce() -> T,
+    T: Send,
+{
+    py.detach(|| {
+        let out = f();
+        park_if_exiting();
+        out
+    })
+}
+
+/// Sleeps until the process ends when the interpreter is exiting and this thread is not
+/// the one finalizing it; returns at once otherwise. Call it, detached, before taking
+/// the GIL.
+pub fn park_if_exiting() {
+    if exiting() && FINALIZER.get() != Some(&std::thread::current().id()) {
+        loop {
+            std::thread::park(); // may wake spuriously: sleep again
+        }
+    }
 }

@@ -15,7 +15,7 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
-use crate::exit::{SETTLING, SHUTDOWN};
+use crate::exit::{FINALIZER, IN_PYTHON_CODE, SHUTDOWN};
 
 type Record = (u8, String, String);
 
@@ -149,6 +149,7 @@ pub fn install() {
 /// `leafid/__init__.py`.
 #[pyfunction]
 pub fn _shutdown_logging(py: Python<'_>) {
+    let _ = FINALIZER.set(std::thread::current().id());
     SHUTDOWN.store(true, Ordering::SeqCst);
     // Wait (without the GIL, which the forwarder may need to finish) for a record in
     // flight in this process.
@@ -157,10 +158,12 @@ pub fn _shutdown_logging(py: Python<'_>) {
         while IN_PYTHON.load(Ordering::SeqCst) == epoch {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        // And for async results being handed to their loops. Bounded: a count copied
-        // into a forked child from a parent's settle in flight never drops here.
+        // And for Rust frames running Python code on other threads (async calls making
+        // their futures, results handed to their loops): finalization ends a daemon
+        // thread inside one with `pthread_exit`, which aborts the process. Bounded: a
+        // count copied into a forked child from a parent's frame in flight never drops.
         let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
-        while SETTLING.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
+        while IN_PYTHON_CODE.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     });

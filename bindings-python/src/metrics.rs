@@ -10,5 +10,5 @@ use pyo3::prelude::*;
 pub fn metrics_text(py: Python<'_>) -> String {
     // Without the GIL: the scrape takes each tag's lock briefly, and a refill holding
     // one may be logging, which reaches Python's `logging` through the GIL.
-    py.detach(leafid::metrics::text)
+    crate::exit::detach(py, leafid::metrics::text)
 }

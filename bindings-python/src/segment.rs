@@ -155,7 +155,7 @@ impl PySegmentGenerator {
         // A tag not in the cache is looked up in the store (bounded by `wait_timeout`):
         // never with the GIL held.
         Ok(PyTagHandle {
-            inner: py.detach(|| self.inner.tag(tag)).py()?,
+            inner: crate::exit::detach(py, || self.inner.tag(tag)).py()?,
         })
     }
 
@@ -236,7 +236,7 @@ impl PySegmentGenerator {
 
     /// Stops issuing: later calls raise ``Closed``. Does no I/O.
     fn close(&self, py: Python<'_>) {
-        py.detach(|| self.inner.close());
+        crate::exit::detach(py, || self.inner.close());
     }
 
     /// ``close()`` as an awaitable (closing a segment generator does no I/O).

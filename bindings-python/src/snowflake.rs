@@ -132,7 +132,7 @@ impl Drop for PySnowflakeGenerator {
         if !crate::exit::exiting() {
             // Python's dealloc runs attached (then this is free); the core's drop runs
             // detached.
-            Python::attach(|py| py.detach(move || drop(inner)));
+            Python::attach(|py| crate::exit::detach(py, move || drop(inner)));
         } else {
             drop(inner); // the interpreter is exiting: no GIL to take
         }
@@ -195,7 +195,7 @@ impl PySnowflakeGenerator {
             let k = chunk.min(n - taken);
             // On an error the ids already written are dropped (skipped, never reissued),
             // as `next_ids_now` drops them, and the waiting call takes `k` afresh.
-            match py.detach(|| self.inner.fill_now(&mut buf[..k])) {
+            match crate::exit::detach(py, || self.inner.fill_now(&mut buf[..k])) {
                 Ok(()) => sink(&buf[..k])?,
                 Err(_) => sink(&wait(py, self.inner.next_ids_async(k))?)?,
             }
@@ -342,7 +342,7 @@ impl PySnowflakeGenerator {
         };
         // Not through `wait`: the core's close waits in place only off its runtime's
         // threads. The wait is bounded by `within` and does not hold the GIL.
-        Ok(py.detach(|| self.inner.close_within(within)))
+        Ok(crate::exit::detach(py, || self.inner.close_within(within)))
     }
 
     /// ``close()`` as an awaitable, with the default wait; resolves to ``True`` when

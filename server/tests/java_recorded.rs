@@ -284,7 +284,18 @@ fn database_down_while_serving_answers_every_recorded_request_as_java() {
         delay_proxy::DelayProxy::start(format!("{}:{}", u.host_str().unwrap(), u.port().unwrap()));
     let mut via = u.clone();
     via.set_port(Some(proxy.addr.port())).unwrap();
-    let (server, _cache) = serve(&["--url", via.as_str(), "--snowflake", "fixed:2"]);
+    // `--thread-chunk 0`: one Java server hands out one cursor, so once `downT` is spent
+    // every request gets -3. With chunks, a worker thread may still hold a few of the
+    // buffered ids after another thread's request found the segment spent (a 200 after
+    // the first 500), which is right for leafid but not the order this replay compares.
+    let (server, _cache) = serve(&[
+        "--url",
+        via.as_str(),
+        "--snowflake",
+        "fixed:2",
+        "--thread-chunk",
+        "0",
+    ]);
     // Both tags loaded while the store is up, as on the Java server.
     assert_eq!(
         send(&server.base, "GET", "/api/segment/get/tagA", None).0,

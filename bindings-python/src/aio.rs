@@ -78,6 +78,9 @@ where
     // settle, or this sees the flag and never takes the GIL (taking it while the
     // interpreter finalizes aborts the process).
     let Some(_in_python) = crate::exit::enter() else {
+        // Dropping them without the GIL would queue their release for whichever thread
+        // takes it next; the process is ending, so they are left as they are.
+        std::mem::forget((event_loop, future));
         return;
     };
     Python::attach(|py| {
@@ -133,7 +136,8 @@ where
 {
     crate::exit::detach(py, || {
         leafid::runtime::block_on_checked(fut, || {
-            crate::exit::park_if_exiting(); // never attach while the interpreter finalizes
+            // Counted until detached again, or never attached once exiting.
+            let _coming_back = crate::exit::enter_or_park();
             Python::attach(|py| py.check_signals())
         })
     })?

@@ -9,7 +9,12 @@
 //!   future, a result handed to its loop) is counted, and the hook waits for it, so no
 //!   daemon thread is inside such a frame when finalization ends it;
 //! - a thread that waited without the GIL never takes it back ([`detach`]): it sleeps
-//!   until the process ends, as CPython 3.14 does with its own threads.
+//!   until the process ends, as CPython 3.14 does with its own threads. So an `atexit`
+//!   hook that runs after leafid's (registered before `import leafid`) and waits for a
+//!   daemon thread inside a leafid call waits forever: stop such threads before exit.
+//!
+//! The flag is never cleared: a harness that runs the `atexit` hooks without exiting
+//! (`atexit._run_exitfuncs()`) leaves leafid refusing async calls and parking threads.
 //!
 //! Apart from its users, below them: the log forwarder (`logging.rs`) sets the flag and
 //! waits, the async glue (`aio.rs`) and the classes count and check.
@@ -60,26 +65,39 @@ impl Drop for InPythonCode {
 /// `py.detach(f)` that never takes the GIL back once the interpreter is exiting, on any
 /// thread but the finalizing one: such a thread (a daemon thread, every non-daemon one
 /// was joined before `atexit`) would be ended by `pthread_exit` through Rust frames.
+/// The way back is counted ([`enter`]), so `_shutdown_logging` waits for a thread that
+/// decided to come back just before it set the flag.
 pub fn detach<T, F>(py: Python<'_>, f: F) -> T
 where
     // `Send`, which is what pyo3's `Ungil` means on stable Rust.
     F: Send + FnOnce() -> T,
     T: Send,
 {
-    py.detach(|| {
+    let (out, coming_back) = py.detach(|| {
         let out = f();
-        park_if_exiting();
-        out
-    })
+        (out, enter_or_park())
+    });
+    drop(coming_back); // attached again
+    out
 }
 
-/// Sleeps until the process ends when the interpreter is exiting and this thread is not
-/// the one finalizing it; returns at once otherwise. Call it, detached, before taking
-/// the GIL.
-pub fn park_if_exiting() {
-    if exiting() && FINALIZER.get() != Some(&std::thread::current().id()) {
-        loop {
+/// [`enter`], or, once the interpreter is exiting, sleep until the process ends (on any
+/// thread but the finalizing one, which may still take the GIL). Call it, detached,
+/// before taking the GIL, and drop the guard once attached.
+pub fn enter_or_park() -> Option<InPythonCode> {
+    match enter() {
+        Some(guard) => Some(guard),
+        None if FINALIZER.get() == Some(&std::thread::current().id()) => None,
+        None => loop {
             std::thread::park(); // may wake spuriously: sleep again
-        }
+        },
     }
+}
+
+/// Makes a forked child forget its parent's count: the threads it counted are not in
+/// the child, and its `atexit` hook would wait for them. Registered with
+/// `os.register_at_fork` by `leafid/__init__.py`.
+#[pyfunction]
+pub fn _after_fork_in_child() {
+    IN_PYTHON_CODE.store(0, Ordering::SeqCst);
 }

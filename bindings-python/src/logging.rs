@@ -50,10 +50,16 @@ fn sender() -> SyncSender<Record> {
             // without the GIL; a fork() landing in that moment leaves the child's copy
             // of the lock held forever (CPython 3.11 then hangs in PyOS_AfterFork_Child).
             .spawn(move || {
-                if SHUTDOWN.load(Ordering::SeqCst) {
+                // Counted while it attaches, so `_shutdown_logging` waits for it.
+                let Some(attaching) = crate::exit::enter() else {
                     return rx.into_iter().for_each(drop); // too late to enter Python
-                }
-                Python::attach(|py| py.detach(|| forward(rx, epoch)))
+                };
+                Python::attach(|py| {
+                    py.detach(|| {
+                        drop(attaching);
+                        forward(rx, epoch)
+                    })
+                })
             })
             .expect("leafid: cannot start the logging thread");
         return tx;
@@ -160,9 +166,9 @@ pub fn _shutdown_logging(py: Python<'_>) {
         }
         // And for Rust frames running Python code on other threads (async calls making
         // their futures, results handed to their loops): finalization ends a daemon
-        // thread inside one with `pthread_exit`, which aborts the process. Bounded: a
-        // count copied into a forked child from a parent's frame in flight never drops.
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        // thread inside one with `pthread_exit`, which aborts the process. Bounded, in
+        // case one of them is stuck in Python code (a forked child's count is reset).
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while IN_PYTHON_CODE.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }

@@ -310,7 +310,11 @@ mod tests {
                 let text = format!("{scheme}{user}:{pw}@{host}{tail}");
                 let shown = url(&text);
                 prop_assert!(!shown.contains(pw.as_str()), "{text} -> {shown}");
-                prop_assert!(shown.contains(&format!("{user}:***@")), "{text} -> {shown}");
+                // `a://¡@h` (no scheme, a password starting with `//`) reads as the
+                // scheme `a` with the user info `¡`, hidden whole: `a://***@h`.
+                if !(scheme.is_empty() && pw.starts_with("//")) {
+                    prop_assert!(shown.contains(&format!("{user}:***@")), "{text} -> {shown}");
+                }
             }
             let q = format!("mysql://{host}/db?user={user}&password={encoded}");
             prop_assert!(!url(&q).contains(encoded.as_str()));

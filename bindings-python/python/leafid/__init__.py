@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit as _atexit
 import datetime as _dt
+import os as _os
 
 # Imported here, in the importing thread, and not first by the core's log-forwarding
 # thread: `threading` takes whichever thread first imports it for the main thread, and
@@ -59,11 +60,14 @@ from ._leafid import (
     metrics_text,
 )
 from ._leafid import __version__ as __version__
-from ._leafid import _shutdown_logging
+from ._leafid import _after_fork_in_child, _shutdown_logging
 from ._leafid import decode as _decode
 
 # The core logs from its own threads; stop forwarding before the interpreter finalizes.
 _atexit.register(_shutdown_logging)
+# A forked child does not wait at exit for its parent's threads (no fork on Windows).
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def __getattr__(name: str) -> Any:

@@ -89,20 +89,23 @@ fn source_to_py<'py>(
     py: Python<'py>,
     source: &(dyn std::error::Error + 'static),
 ) -> PyResult<Bound<'py, PyAny>> {
+    // Made by calling the class, not as a lazy `PyErr` forced with `into_value`: forcing
+    // one lets go of the GIL and takes it back, which a daemon thread must not do while
+    // the interpreter exits (see `exit.rs`).
     let exc = if let Some(leaf) = source.downcast_ref::<leafid::Error>() {
         return exception(py, leaf);
     } else if let Some(io) = source.downcast_ref::<std::io::Error>() {
+        let os_error = py.get_type::<PyOSError>();
         match io.raw_os_error() {
             Some(errno) => {
                 let strerror = PyModule::import(py, "os")?.call_method1("strerror", (errno,))?;
-                PyOSError::new_err((errno, strerror.unbind()))
+                os_error.call1((errno, strerror))?
             }
-            None => PyOSError::new_err(io.to_string()),
+            None => os_error.call1((io.to_string(),))?,
         }
     } else {
-        PyException::new_err(source.to_string())
+        py.get_type::<PyException>().call1((source.to_string(),))?
     };
-    let exc = exc.into_value(py).into_bound(py).into_any();
     if let Some(next) = source.source() {
         exc.setattr("__cause__", source_to_py(py, next)?)?;
     }

@@ -19,9 +19,8 @@
 //! Apart from its users, below them: the log forwarder (`logging.rs`) sets the flag and
 //! waits, the async glue (`aio.rs`) and the classes count and check.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::OnceLock;
-use std::thread::ThreadId;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use pyo3::prelude::*;
 
@@ -29,9 +28,18 @@ use pyo3::prelude::*;
 /// because taking the GIL while the interpreter finalizes aborts the process.
 pub static SHUTDOWN: AtomicBool = AtomicBool::new(false);
 
-/// The thread that ran `_shutdown_logging`: the one finalizing the interpreter, the only
-/// one that may still take the GIL (later `atexit` hooks run on it).
-pub static FINALIZER: OnceLock<ThreadId> = OnceLock::new();
+/// The thread (its [`this_thread`] number) that last ran `_shutdown_logging`: the one
+/// finalizing the interpreter, the only one that may still take the GIL (later `atexit`
+/// hooks run on it). Last, not first: a harness may run the hooks on another thread
+/// before the real exit.
+pub static FINALIZER: AtomicU64 = AtomicU64::new(0);
+
+/// A number for the calling thread, never 0 (no lock: taken at fork time too).
+pub fn this_thread() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local!(static THIS: u64 = NEXT.fetch_add(1, Ordering::Relaxed));
+    THIS.with(|n| *n)
+}
 
 /// Rust frames running Python code right now (see [`enter`]); `_shutdown_logging` waits
 /// for them before the interpreter finalizes.
@@ -49,16 +57,23 @@ pub fn enter() -> Option<InPythonCode> {
     // SeqCst, with the flag and the count in `_shutdown_logging`: either it sees this
     // frame counted and waits for it, or this sees the flag and does not start.
     IN_PYTHON_CODE.fetch_add(1, Ordering::SeqCst);
-    let guard = InPythonCode(());
+    let guard = InPythonCode {
+        epoch: leafid::runtime::fork_epoch(),
+    };
     (!exiting()).then_some(guard)
 }
 
-/// See [`enter`].
-pub struct InPythonCode(());
+/// See [`enter`]. Remembers the fork epoch it was counted in: a child forked meanwhile
+/// (a signal handler may fork) has reset the count, and must not take this one off.
+pub struct InPythonCode {
+    epoch: u64,
+}
 
 impl Drop for InPythonCode {
     fn drop(&mut self) {
-        IN_PYTHON_CODE.fetch_sub(1, Ordering::SeqCst);
+        if leafid::runtime::fork_epoch() == self.epoch {
+            IN_PYTHON_CODE.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -74,11 +89,12 @@ where
     T: Send,
 {
     let (out, coming_back) = py.detach(|| {
-        let out = f();
+        // A panic comes back the same way, counted, before it goes on unwinding.
+        let out = std::panic::catch_unwind(AssertUnwindSafe(f));
         (out, enter_or_park())
     });
     drop(coming_back); // attached again
-    out
+    out.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// [`enter`], or, once the interpreter is exiting, sleep until the process ends (on any
@@ -87,7 +103,7 @@ where
 pub fn enter_or_park() -> Option<InPythonCode> {
     match enter() {
         Some(guard) => Some(guard),
-        None if FINALIZER.get() == Some(&std::thread::current().id()) => None,
+        None if FINALIZER.load(Ordering::SeqCst) == this_thread() => None,
         None => loop {
             std::thread::park(); // may wake spuriously: sleep again
         },

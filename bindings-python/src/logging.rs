@@ -155,7 +155,7 @@ pub fn install() {
 /// `leafid/__init__.py`.
 #[pyfunction]
 pub fn _shutdown_logging(py: Python<'_>) {
-    let _ = FINALIZER.set(std::thread::current().id());
+    FINALIZER.store(crate::exit::this_thread(), Ordering::SeqCst);
     SHUTDOWN.store(true, Ordering::SeqCst);
     // Wait (without the GIL, which the forwarder may need to finish) for a record in
     // flight in this process.

@@ -36,6 +36,12 @@ pub fn url(text: &str) -> String {
     let text = redact_query(text);
     let (scheme, rest) = split_scheme(&text);
     match rest.rfind('@') {
+        // `app://s3cret:x@zk1` may be the scheme `app`, or the user `app` of a connect
+        // string whose password starts with `//`: unless the scheme is one leafid
+        // reads, nothing between `://` and `@` shows.
+        Some(at) if !scheme.is_empty() && !known_scheme(scheme) => {
+            format!("{scheme}***@{}", &rest[at + 1..])
+        }
         Some(at) if rest[..at].contains(':') => {
             let user = &rest[..rest.find(':').unwrap_or(0)];
             format!("{scheme}{user}:***@{}", &rest[at + 1..])
@@ -64,6 +70,22 @@ pub fn ambiguous_user_info(url: &str) -> bool {
         },
         _ => false,
     }
+}
+
+/// Whether `scheme` (`"mysql://"`) is one a leafid store or registry reads: there, what
+/// precedes `://` is surely the scheme.
+fn known_scheme(scheme: &str) -> bool {
+    const KNOWN: &[&str] = &[
+        "mysql",
+        "mariadb",
+        "postgres",
+        "postgresql",
+        "sqlite",
+        "zookeeper",
+        "zookeeper-recycle",
+    ];
+    let name = scheme.trim_end_matches("://");
+    KNOWN.iter().any(|k| k.eq_ignore_ascii_case(name))
 }
 
 /// `("scheme://", rest)`, or `("", text)` when `text` has no scheme.
@@ -100,10 +122,16 @@ pub fn scrub(text: &str, url: &str) -> String {
 /// shows it, longest first (so a
 /// secret containing another is replaced whole).
 fn secrets(text: &str) -> Vec<String> {
-    let (_, rest) = split_scheme(text);
+    let (scheme, rest) = split_scheme(text);
     let mut found = Vec::new();
     if let Some(at) = rest.rfind('@') {
         let info = &rest[..at];
+        if !scheme.is_empty() && !known_scheme(scheme) {
+            // As [`url()`] hides it: the whole user info, and its pieces (under the
+            // other reading they are all password).
+            found.push(info.to_string());
+            found.extend(info.split(':').map(str::to_string));
+        }
         match info.find(':') {
             Some(colon) => {
                 found.push(info[colon + 1..].to_string());
@@ -292,6 +320,22 @@ mod tests {
         }
     }
 
+    #[test]
+    fn an_unknown_schemes_user_info_is_hidden_whole() {
+        // User `app`, password `//s3cret:x`, or the scheme `app`: either way no piece shows.
+        assert_eq!(
+            url("app://s3cret:x@zk1:2181/leaf"),
+            "app://***@zk1:2181/leaf"
+        );
+        assert_eq!(url("oracle://scott:tiger@db/orcl"), "oracle://***@db/orcl");
+        assert_eq!(
+            scrub("auth failed for s3cret", "app://s3cret:x@zk1"),
+            "auth failed for ***"
+        );
+        // A scheme leafid reads keeps its user in sight.
+        assert_eq!(url("mysql://app:pw@db/leaf"), "mysql://app:***@db/leaf");
+    }
+
     proptest! {
         /// Whatever the password's characters, raw or percent-encoded, it never shows.
         #[test]
@@ -305,14 +349,19 @@ mod tests {
             let others = format!("{scheme}{user}{host}{tail}");
             prop_assume!(!others.contains(password.as_str()));
             prop_assume!(!password.contains(user.as_str()));
+            // A bare user named like a scheme leafid reads, with a password starting with
+            // `//`, is that scheme's URL (`mysql://s3cret:x@h`): ambiguous by nature.
+            prop_assume!(!(scheme.is_empty() && password.starts_with("//") && known_scheme(&user)));
             let encoded: String = url::form_urlencoded::byte_serialize(password.as_bytes()).collect();
             for pw in [password.clone(), encoded.clone()] {
                 let text = format!("{scheme}{user}:{pw}@{host}{tail}");
                 let shown = url(&text);
                 prop_assert!(!shown.contains(pw.as_str()), "{text} -> {shown}");
-                // `a://¡@h` (no scheme, a password starting with `//`) reads as the
-                // scheme `a` with the user info `¡`, hidden whole: `a://***@h`.
-                if !(scheme.is_empty() && pw.starts_with("//")) {
+                if scheme.is_empty() && pw.starts_with("//") {
+                    // `a://s3cret:x@h` (no scheme, a password starting with `//`) may
+                    // read as the scheme `a`: nothing up to the `@` may show.
+                    prop_assert!(shown.starts_with(&format!("{user}://***@")), "{text} -> {shown}");
+                } else {
                     prop_assert!(shown.contains(&format!("{user}:***@")), "{text} -> {shown}");
                 }
             }

@@ -393,6 +393,40 @@ def test_exiting_while_async_calls_complete_on_other_threads_exits_cleanly(tmp_p
         assert done.returncode == 0, (k, done.returncode, done.stderr[-2000:])
 
 
+def test_an_atexit_hook_after_leafids_may_still_issue_and_an_async_call_there_is_refused(tmp_path: Path) -> None:
+    # A hook registered before `import leafid` runs after leafid's own, on the thread
+    # that finalizes: a synchronous call that waits for a refill must come back (only
+    # other threads are parked), and a new async call raises instead of never settling.
+    child = textwrap.dedent(
+        """
+        import asyncio, atexit, sys
+
+        def late():
+            print("late", len(g.next_ids("s", 10)), flush=True)
+
+            async def call():
+                try:
+                    await g.next_id_async("s")
+                except RuntimeError as e:
+                    print("refused:", e, flush=True)
+
+            asyncio.run(call())
+
+        atexit.register(late)
+        import leafid
+        g = leafid.SegmentGenerator(sys.argv[1])
+        g.create_tag("s", step=3)
+        g.next_id("s")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", child, f"sqlite://{tmp_path}/late.db"], capture_output=True, text=True, timeout=HUNG
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert "late 10" in done.stdout, done.stdout
+    assert "refused: leafid: the interpreter is exiting" in done.stdout, done.stdout
+
+
 def test_a_tags_list_that_claims_a_huge_length_is_refused_not_a_crash(tmp_path: Path) -> None:
     # Found by review: `tags=` was converted by reserving `len()` items up front
     # (2**40: abort; sys.maxsize: PanicException). It is read item by item now, up to

@@ -74,7 +74,7 @@ fn settle<T>(event_loop: Py<PyAny>, future: Py<PyAny>, outcome: leafid::Result<T
 where
     T: for<'a> IntoPyObject<'a>,
 {
-    // Counted, with the flag checked after: either `_shutdown_logging` waits for this
+    // Counted, with the flag checked after: either the exit hook waits for this
     // settle, or this sees the flag and never takes the GIL (taking it while the
     // interpreter finalizes aborts the process).
     let Some(_in_python) = crate::exit::enter() else {

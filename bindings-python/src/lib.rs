@@ -49,7 +49,7 @@ fn _leafid(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(base62::encode_base62, m)?)?;
     m.add_function(wrap_pyfunction!(base62::decode_base62, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::metrics_text, m)?)?;
-    m.add_function(wrap_pyfunction!(logging::_shutdown_logging, m)?)?;
+    m.add_function(wrap_pyfunction!(exit::_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(exit::_after_fork_in_child, m)?)?;
     m.add("LEAF_EPOCH_MS", leafid::snowflake::LEAF_EPOCH_MS)?;
     // The workspace version, which maturin also writes into the wheel's metadata

@@ -5,7 +5,6 @@
 //! when full, events are dropped rather than slowing the core.
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
@@ -15,16 +14,10 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
-use crate::exit::{FINALIZER, IN_PYTHON_CODE, SHUTDOWN};
-
 type Record = (u8, String, String);
 
 // No mutex below: a fork() can land while any other thread holds one, and the child's
 // copy would stay locked forever (the child's first log event, or its exit, would hang).
-
-/// The fork epoch of the forwarding thread while it is inside Python, `u64::MAX`
-/// otherwise (a child's inherited copy names its parent's epoch, so it is ignored).
-static IN_PYTHON: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// This process's queue, tagged with the fork epoch it was made in; replaced in a
 /// forked child, whose forwarding thread did not come along.
@@ -50,14 +43,14 @@ fn sender() -> SyncSender<Record> {
             // without the GIL; a fork() landing in that moment leaves the child's copy
             // of the lock held forever (CPython 3.11 then hangs in PyOS_AfterFork_Child).
             .spawn(move || {
-                // Counted while it attaches, so `_shutdown_logging` waits for it.
+                // Counted while it attaches, so the exit hook waits for it.
                 let Some(attaching) = crate::exit::enter() else {
                     return rx.into_iter().for_each(drop); // too late to enter Python
                 };
                 Python::attach(|py| {
                     py.detach(|| {
                         drop(attaching);
-                        forward(rx, epoch)
+                        forward(rx)
                     })
                 })
             })
@@ -77,13 +70,11 @@ fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
 /// Logs each queued record. Never returns while the process lives (the sender stays in
 /// `QUEUE`): leaving would release the thread state, which needs the GIL, possibly
 /// after the interpreter finalized.
-fn forward(rx: Receiver<Record>, epoch: u64) {
+fn forward(rx: Receiver<Record>) {
     for (level, target, message) in rx {
-        // SeqCst pairs with `_shutdown_logging`: either it sees us inside and waits for
-        // us, or we see its flag and never enter Python again (the interpreter may be
-        // finalizing).
-        IN_PYTHON.store(epoch, Ordering::SeqCst);
-        if !SHUTDOWN.load(Ordering::SeqCst) {
+        // Counted while in Python, so the exit hook waits for the record in flight; once
+        // the interpreter is exiting, nothing enters Python again.
+        if let Some(_in_python) = crate::exit::enter() {
             Python::attach(|py| {
                 let logged = PyModule::import(py, "logging")
                     .and_then(|logging| logging.call_method1("getLogger", ("leafid",)))
@@ -95,7 +86,6 @@ fn forward(rx: Receiver<Record>, epoch: u64) {
                 }
             });
         }
-        IN_PYTHON.store(u64::MAX, Ordering::SeqCst);
     }
 }
 
@@ -149,28 +139,4 @@ impl<S: Subscriber> Layer<S> for Forward {
 pub fn install() {
     let subscriber = tracing_subscriber::registry().with(Forward);
     let _ = tracing::subscriber::set_global_default(subscriber);
-}
-
-/// Stops forwarding before the interpreter finalizes; registered with `atexit` by
-/// `leafid/__init__.py`.
-#[pyfunction]
-pub fn _shutdown_logging(py: Python<'_>) {
-    FINALIZER.store(crate::exit::this_thread(), Ordering::SeqCst);
-    SHUTDOWN.store(true, Ordering::SeqCst);
-    // Wait (without the GIL, which the forwarder may need to finish) for a record in
-    // flight in this process.
-    let epoch = leafid::runtime::fork_epoch();
-    py.detach(|| {
-        while IN_PYTHON.load(Ordering::SeqCst) == epoch {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        // And for Rust frames running Python code on other threads (async calls making
-        // their futures, results handed to their loops): finalization ends a daemon
-        // thread inside one with `pthread_exit`, which aborts the process. Bounded, in
-        // case one of them is stuck in Python code (a forked child's count is reset).
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while IN_PYTHON_CODE.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < until {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    });
 }

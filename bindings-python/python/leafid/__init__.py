@@ -60,11 +60,12 @@ from ._leafid import (
     metrics_text,
 )
 from ._leafid import __version__ as __version__
-from ._leafid import _after_fork_in_child, _shutdown_logging
+from ._leafid import _after_fork_in_child, _at_exit
 from ._leafid import decode as _decode
 
-# The core logs from its own threads; stop forwarding before the interpreter finalizes.
-_atexit.register(_shutdown_logging)
+# The core logs and settles async calls from its own threads: none may enter Python
+# once the interpreter finalizes (bindings-python/src/exit.rs).
+_atexit.register(_at_exit)
 # A forked child does not wait at exit for its parent's threads (no fork on Windows).
 if hasattr(_os, "register_at_fork"):
     _os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -83,6 +83,9 @@ fn known_scheme(scheme: &str) -> bool {
         "sqlite",
         "zookeeper",
         "zookeeper-recycle",
+        "local",
+        "fixed",
+        "statefulset",
     ];
     let name = scheme.trim_end_matches("://");
     KNOWN.iter().any(|k| k.eq_ignore_ascii_case(name))
@@ -334,6 +337,11 @@ mod tests {
         );
         // A scheme leafid reads keeps its user in sight.
         assert_eq!(url("mysql://app:pw@db/leaf"), "mysql://app:***@db/leaf");
+        // And a path with an `@` (a systemd instance) stays in sight.
+        assert_eq!(
+            url("local:///var/lib/leafid@1"),
+            "local:///var/lib/leafid@1"
+        );
     }
 
     proptest! {

@@ -467,9 +467,16 @@ fn a_java_timestamp_is_no_recorded_floor_the_first_id_waits_out_the_skew() {
     let written = now_ms();
     // Java's clock, 4 s ahead, at its last upload.
     java_node(&c, &name, "10.97.0.1", "8080", written + 4_000);
+    first_id_from_a_host_behind_is_past_java(&name, "10.97.0.1", "8080", written);
+}
+
+/// Starts leafid for `ip:port` on a host whose clock is 4 s behind (no cache: another
+/// host) and checks that its first id is past what a Java server 4 s ahead, which
+/// uploaded its time at `written`, may have issued: up to its next upload, 3 s later.
+fn first_id_from_a_host_behind_is_past_java(name: &str, ip: &str, port: &str, written: i64) {
     let cache = tempfile::tempdir().unwrap();
     let gen = SnowflakeGenerator::builder()
-        .registry_url(&url(&name, "10.97.0.1", "8080"))
+        .registry_url(&url(name, ip, port))
         .unwrap()
         .clock(Arc::new(Skewed(-4_000)))
         .cache_dir(cache.path())
@@ -477,10 +484,43 @@ fn a_java_timestamp_is_no_recorded_floor_the_first_id_waits_out_the_skew() {
         .unwrap();
     let first = gen.decode(gen.next_id().unwrap()).timestamp_ms;
     gen.close();
-    // Java issued up to its clock at its next upload: (written + 3 s) + 4 s.
     let java_last = written + 3_000 + 4_000;
     assert!(
         first > java_last,
         "the first id's time {first} is not above {java_last}, the last Java may have issued"
     );
+}
+
+/// Final review: leafid ran on this `ip:port` once (its `ids/{id}` bound is old), then a
+/// Java Leaf server on a host 4 s ahead took the node over and wrote a newer `timestamp`.
+/// The floor is Java's timestamp, which trails what Java issued: the old leafid bound
+/// beside it must not make it count as recorded. Before, the first id came right after
+/// Java's `timestamp`, inside what Java had issued.
+#[test]
+fn an_old_leafid_bound_under_a_newer_java_timestamp_is_no_recorded_floor() {
+    let c = client();
+    let name = unique_name("javaafter");
+    let (ip, port) = ("10.97.0.2", "8080");
+    let first_cache = tempfile::tempdir().unwrap();
+    let earlier = SnowflakeGenerator::builder()
+        .registry_url(&url(&name, ip, port))
+        .unwrap()
+        .cache_dir(first_cache.path())
+        .build_blocking()
+        .unwrap();
+    earlier.next_id().unwrap();
+    earlier.close();
+    // Java takes the node over later, its clock 4 s ahead, and uploads its time.
+    std::thread::sleep(Duration::from_millis(500));
+    let written = now_ms();
+    let path = format!("/snowflake/{name}/forever/{ip}:{port}-0000000000");
+    let data = format!(
+        r#"{{"ip":"{ip}","port":"{port}","timestamp":{}}}"#,
+        written + 4_000
+    );
+    let setter = c.clone();
+    leafid::runtime::block_on(async move { setter.set_data(&path, data.as_bytes(), None).await })
+        .unwrap();
+    // leafid comes back on another host whose clock is 4 s behind.
+    first_id_from_a_host_behind_is_past_java(&name, ip, port, written);
 }

@@ -152,7 +152,9 @@ impl ZookeeperRegistry {
                 }
                 let floor = stamp.max(claimed.bound_ms);
                 tracing::info!(%path, worker_id = id, floor, "reusing this ip:port's forever node");
-                let recorded = claimed.bound_ms != i64::MIN;
+                // Recorded only when leafid's bound is the floor: a newer `timestamp`
+                // (Java Leaf took the node over since) trails what Java issued.
+                let recorded = claimed.bound_ms != i64::MIN && claimed.bound_ms >= stamp;
                 (path, id, floor, recorded, version, seen.mzxid)
             }
             None => {

@@ -113,7 +113,9 @@ impl SegmentGenerator {
 
     /// The next id of `tag`. When no id is at hand (first use, both segments spent)
     /// it waits up to [`SegmentOptions::wait_timeout`] for a refill; a tag missing from
-    /// the cache is first looked up in the store (also within that time).
+    /// the cache is first looked up in the store (also within that time): a lookup the
+    /// store has not answered by then is [`Error::StoreUnavailable`], not
+    /// [`Error::TagNotFound`].
     #[inline]
     pub fn next_id(&self, tag: &str) -> Result<i64> {
         // The buffer counts its own errors, off the path that took an id.
@@ -181,7 +183,7 @@ impl SegmentGenerator {
 
     /// The next id of `tag`, waiting without blocking any thread; see
     /// [`TagHandle::next_id_async`]. A tag missing from the cache is looked up in the
-    /// store first.
+    /// store first, as [`next_id`](Self::next_id) does.
     pub fn next_id_async(
         &self,
         tag: &str,
@@ -256,7 +258,7 @@ impl SegmentGenerator {
     /// A handle on `tag` for the hot path. Making it starts loading the tag's first
     /// segment in the background, so the handle's first call rarely waits. A tag
     /// missing from the cache is looked up in the store (waiting up to `wait_timeout`)
-    /// before [`Error::TagNotFound`].
+    /// before [`Error::TagNotFound`] (or [`Error::StoreUnavailable`] if it has not answered).
     pub fn tag(&self, tag: &str) -> Result<TagHandle> {
         let cached = self.inner.tags.load().get(tag).cloned();
         let buf = match cached {

@@ -377,3 +377,33 @@ fn a_lookup_the_store_cannot_answer_is_store_unavailable() {
     gen.close();
     other.close();
 }
+
+/// Issue 29 item 5: with the store silent (a blackhole, not a refusal), a lookup that
+/// has not answered when the caller's wait ends is "store unavailable", never "no such
+/// tag" (before: `TagNotFound` after `wait_timeout`, while the lookup still ran), for a
+/// tag created after start and for an unknown name alike.
+#[test]
+fn a_lookup_the_silent_store_has_not_answered_is_store_unavailable() {
+    // First, directly: it creates the table the generator behind the proxy needs.
+    let other = mysql::connect(SegmentOptions::default());
+    let proxy = proxy();
+    // Shorter than the pool's acquire timeout (1.5 s), which would end the lookup with
+    // the store's own error: the wait must end while the lookup is still unanswered.
+    let gen = via_proxy(
+        &proxy,
+        SegmentOptions::default().wait_timeout(Duration::from_millis(300)),
+    );
+    let tag = fresh_tag("lookup_silent");
+    create(&other, &tag, 1, 10);
+    proxy.set_blackhole(true);
+    for name in [tag.clone(), fresh_tag("lookup_silent_unknown")] {
+        let err = gen.next_id(&name).unwrap_err();
+        assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+        let err = block_on(gen.next_ids_async(&name, 3)).unwrap_err();
+        assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+    }
+    proxy.set_blackhole(false);
+    assert_eq!(eventually(10, || gen.next_id(&tag).ok()), 11);
+    gen.close();
+    other.close();
+}

@@ -5,6 +5,7 @@
 //! added to the map and its first segment starts loading.
 
 use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 use super::inner::Inner;
 use crate::error::{Error, Result};
@@ -24,8 +25,17 @@ impl Inner {
         Ok(())
     }
 
-    /// The buffer of `tag` once a lookup answered, or `TagNotFound`.
-    fn found(&self, tag: &str, answer: &Answer) -> Result<Arc<TagBuffer>> {
+    /// The buffer of `tag` once a lookup answered, or `TagNotFound`. `waited`: how long
+    /// the caller waited for the answer, if it did; a lookup still unanswered after a
+    /// wait is `StoreUnavailable` (the store is silent or slow), never "no such tag",
+    /// which a caller may take for final. A caller that does not wait (`next_id_now`, a
+    /// zero `wait_timeout`) gets `TagNotFound` at once while the lookup runs, as documented.
+    fn found(
+        &self,
+        tag: &str,
+        answer: &Answer,
+        waited: Option<Duration>,
+    ) -> Result<Arc<TagBuffer>> {
         self.check_open()?;
         match self.tags.load().get(tag) {
             Some(buf) => Ok(buf.clone()),
@@ -34,7 +44,14 @@ impl Inner {
             None => match &*answer.borrow() {
                 // The store's own error (an outage, a refused login, …), source kept.
                 Some(Err(e)) => Err(e.copy()),
-                _ => Err(Error::TagNotFound { tag: tag.into() }),
+                None => match waited {
+                    Some(w) => Err(Error::store(format!(
+                        "the store has not answered within {w:?} whether tag {tag:?} exists (it is \
+                         silent or slow; the lookup goes on in the background); retry later"
+                    ))),
+                    None => Err(Error::TagNotFound { tag: tag.into() }),
+                },
+                Some(Ok(_)) => Err(Error::TagNotFound { tag: tag.into() }),
             },
         }
     }
@@ -118,10 +135,10 @@ impl Inner {
         // On one of the runtime's own threads, waiting would starve the lookup (and the
         // timer that ends the wait): answer as a zero wait does.
         if answer.borrow().is_some() || wait.is_zero() || runtime::on_runtime_thread() {
-            return self.found(tag, &answer);
+            return self.found(tag, &answer, None);
         }
         runtime::block_on(answered(answer.clone(), wait));
-        self.found(tag, &answer)
+        self.found(tag, &answer, Some(wait))
     }
 
     /// The buffer of a tag missing from the cache without waiting: a lookup starts in
@@ -130,7 +147,7 @@ impl Inner {
     pub(super) fn find_now(self: &Arc<Self>, tag: &str) -> Result<Arc<TagBuffer>> {
         self.may_look_up(tag)?;
         let answer = self.lookup(tag);
-        self.found(tag, &answer)
+        self.found(tag, &answer, None)
     }
 
     /// [`find`](Self::find) for async callers (on the core's runtime).
@@ -140,7 +157,9 @@ impl Inner {
         }
         self.may_look_up(tag)?;
         let answer = self.lookup(tag);
-        answered(answer.clone(), self.loader.opts.wait_timeout).await;
-        self.found(tag, &answer)
+        let wait = self.loader.opts.wait_timeout;
+        answered(answer.clone(), wait).await;
+        // A zero wait is the never-waiting contract: `TagNotFound` while the lookup runs.
+        self.found(tag, &answer, (!wait.is_zero()).then_some(wait))
     }
 }

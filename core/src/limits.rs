@@ -14,10 +14,22 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
-/// The most ids one batch call (`next_ids`, `fill`, Node `nextIds`) returns: 1 M ids
-/// (8 MiB) is produced in a few milliseconds; larger batches would hold the caller (and
-/// in Node the event loop) for a visible time.
+/// The most ids one batch call (`next_ids`, `fill`, the async forms; segment mode's
+/// synchronous forms too) returns: 1 Mi ids, 8 MiB. Segment mode hands them out of
+/// memory; snowflake mode is paced by the sequence (batches take three quarters of each
+/// millisecond's, 3 072 ids in Leaf's layout), so a maximal snowflake batch takes about
+/// 370 ms (measured, see benches/README.md), sleeping between milliseconds (the async
+/// form on a timer, without a thread). A snowflake batch that holds its caller's thread
+/// instead has the lower limit below.
 pub const MAX_BATCH: usize = 1 << 20;
+
+/// How many milliseconds of sequence one snowflake batch that never waits on I/O
+/// (`next_ids_now`, `fill_now`; Node's synchronous `nextIds`) may span. Such a batch
+/// spins on its caller's thread (Node's event loop) until the sequence has given it
+/// every id, so it holds the caller about this long (8–9 ms measured for the maximal
+/// one, see benches/README.md); the async form (`next_ids_async`) takes up to
+/// [`MAX_BATCH`] without holding a thread. In ids: [`max_sync_batch`].
+pub const SYNC_BATCH_MS: u64 = 8;
 
 /// The most tags [`SegmentOptions::tags`](crate::SegmentOptions::tags) may list (their
 /// first segments load at connect). Bindings check it before reading a list, so a
@@ -43,6 +55,28 @@ pub fn batch(n: u64) -> Result<usize> {
     if n > MAX_BATCH as u64 {
         return Err(Error::InvalidConfig(format!(
             "batch of {n} ids is above the limit of {MAX_BATCH}; ask in several batches"
+        )));
+    }
+    Ok(n as usize)
+}
+
+/// The most ids a never-waiting snowflake batch takes when a layout gives batches
+/// `batch_ids_per_ms` ids per millisecond: [`SYNC_BATCH_MS`] milliseconds' worth
+/// (24 576 in Leaf's layout, 3 072 in the JS-safe one), never above [`MAX_BATCH`].
+pub fn max_sync_batch(batch_ids_per_ms: u64) -> usize {
+    SYNC_BATCH_MS
+        .saturating_mul(batch_ids_per_ms)
+        .min(MAX_BATCH as u64) as usize
+}
+
+/// Checks the size of a never-waiting snowflake batch (see [`max_sync_batch`]).
+pub fn sync_batch(n: u64, batch_ids_per_ms: u64) -> Result<usize> {
+    let max = max_sync_batch(batch_ids_per_ms);
+    if n > max as u64 {
+        return Err(Error::InvalidConfig(format!(
+            "next_ids_now takes at most {max} ids with this layout ({SYNC_BATCH_MS} ms of its \
+             sequence, which the call waits out holding its thread); use next_ids_async for \
+             up to {MAX_BATCH}, or several smaller batches"
         )));
     }
     Ok(n as usize)
@@ -88,6 +122,11 @@ mod tests {
         assert!(millis("x", f64::NAN).is_err());
         assert_eq!(millis("x", 1.0).unwrap(), Duration::from_millis(1));
         assert_eq!(batch(MAX_BATCH as u64).unwrap(), MAX_BATCH);
+        assert_eq!(max_sync_batch(3072), 24_576);
+        assert!(sync_batch(24_576, 3072).is_ok());
+        let e = sync_batch(24_577, 3072).unwrap_err().to_string();
+        assert!(e.contains("next_ids_async"), "{e}");
+        assert_eq!(max_sync_batch(u64::MAX / 16), MAX_BATCH);
     }
 
     proptest! {

@@ -166,10 +166,12 @@ impl SnowflakeGenerator {
     }
 
     /// Fills `out` with fresh ids, in increasing order, reserving a run of sequence
-    /// numbers per atomic swap; may wait as [`next_id`](Self::next_id) does. On error
+    /// numbers per atomic swap; may wait as [`next_id`](Self::next_id) does. A batch
+    /// takes at most three quarters of each millisecond's sequence (the rest is kept
+    /// for single ids) and sleeps, not spins, until the next millisecond. On error
     /// the ids already written are valid but `out` is only partly filled.
     pub fn fill(&self, out: &mut [i64]) -> Result<()> {
-        self.fill_with(out, |core, stall| core.stalled(stall))
+        self.fill_with(out, |core, stall| core.stalled_batch(stall))
     }
 
     fn fill_with(
@@ -229,10 +231,12 @@ impl SnowflakeGenerator {
         }
     }
 
-    /// `n` ids without ever waiting on I/O (see [`next_id_now`](Self::next_id_now)). On
-    /// error no id is returned (those reserved are skipped, never reissued).
+    /// `n` ids without ever waiting on I/O (see [`next_id_now`](Self::next_id_now)),
+    /// at most [`max_sync_batch`](Self::max_sync_batch): the call spins through every
+    /// millisecond the batch spans, holding its caller (Node's event loop) that long.
+    /// On error no id is returned (those reserved are skipped, never reissued).
     pub fn next_ids_now(&self, n: usize) -> Result<Vec<i64>> {
-        let n = crate::limits::batch(n as u64)?;
+        let n = self.sync_batch(n)?;
         let mut out = vec![0; n];
         self.fill_now(&mut out)?;
         Ok(out)
@@ -240,8 +244,23 @@ impl SnowflakeGenerator {
 
     /// [`fill`](Self::fill) without ever waiting on I/O (see
     /// [`next_id_now`](Self::next_id_now)); for bindings that write into memory they own.
+    /// `out` holds at most [`max_sync_batch`](Self::max_sync_batch) ids, as
+    /// [`next_ids_now`](Self::next_ids_now).
     pub fn fill_now(&self, out: &mut [i64]) -> Result<()> {
+        self.sync_batch(out.len())?;
         self.fill_with(out, |core, stall| core.stalled_now(stall))
+    }
+
+    /// The most ids [`next_ids_now`](Self::next_ids_now) and [`fill_now`](Self::fill_now)
+    /// take under this generator's layout: [`SYNC_BATCH_MS`](crate::limits::SYNC_BATCH_MS)
+    /// milliseconds of the batches' share of the sequence (24 576 ids in Leaf's layout,
+    /// 3 072 in the JS-safe one).
+    pub fn max_sync_batch(&self) -> usize {
+        crate::limits::max_sync_batch(self.inner.core.shape.batch_max + 1)
+    }
+
+    fn sync_batch(&self, n: usize) -> Result<usize> {
+        crate::limits::sync_batch(n as u64, self.inner.core.shape.batch_max + 1)
     }
 
     /// The next id, waiting without holding a thread: the future runs on the core's

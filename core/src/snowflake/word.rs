@@ -42,6 +42,14 @@
 //!    epoch is stored after the child's worker id is installed and its limit raised,
 //!    and read with Acquire, so a caller that passes the gate swaps after the install.
 //!
+//! Beside these, one rule of fairness (arithmetic, not an interleaving): **room for
+//! single ids.** A run ([`StateWord::reserve`]) never ends past [`Shape::batch_max`],
+//! three quarters into a millisecond's sequence; the last quarter is issued one id at a
+//! time ([`StateWord::issue`]) only. However many maximal batches run, a single id does
+//! not wait for the next millisecond because of them (before, each new millisecond's
+//! whole sequence went to whichever batch swapped first, and single ids waited out
+//! hundreds of milliseconds). It only lowers where a run may end, so 1–6 hold as before.
+//!
 //! Not modelled here: the limit's wake-up (`IssueLimit::lose` notifies the heartbeat),
 //! the clock, persisting, and the slow path's waits, which all live in `generator.rs`.
 
@@ -71,6 +79,10 @@ pub struct Shape {
     pub seq_bits: u32,
     /// The largest sequence (all sequence bits set).
     pub seq_mask: u64,
+    /// The largest sequence a run of a batch may end at: the first three quarters of a
+    /// millisecond's sequence go to batches and single ids, the rest to single ids only,
+    /// so batches never spend a millisecond that single ids need (room for single ids, in the module docs).
+    pub batch_max: u64,
     /// The largest timestamp relative to the epoch.
     pub max_rel: i64,
 }
@@ -85,11 +97,14 @@ impl Shape {
         epoch_ms: i64,
     ) -> Shape {
         assert!(timestamp_bits + worker_bits + sequence_bits <= 63);
+        let ids_per_ms = 1u64 << sequence_bits;
         Shape {
             epoch_ms,
             ts_shift: worker_bits + sequence_bits,
             seq_bits: sequence_bits,
-            seq_mask: (1u64 << sequence_bits) - 1,
+            seq_mask: ids_per_ms - 1,
+            // At least one id (a 0- or 1-bit sequence keeps nothing back).
+            batch_max: ids_per_ms - ids_per_ms / 4 - 1,
             max_rel: ((1u64 << timestamp_bits) - 1) as i64,
         }
     }
@@ -212,8 +227,10 @@ impl StateWord {
     }
 
     /// Like [`issue`](Self::issue), but takes a run of up to `want` (at least 1)
-    /// consecutive ids in one swap, within one millisecond. On success `*cur` is the
-    /// run's last id, so the caller may go on without reloading.
+    /// consecutive ids in one swap, within one millisecond and never past
+    /// [`Shape::batch_max`]: [`Stall::Spent`] once the batches' share of the millisecond
+    /// is taken (room for single ids, in the module docs). On success `*cur` is the run's last id, so the caller may
+    /// go on without reloading.
     #[inline(always)]
     pub fn reserve(
         &self,
@@ -236,15 +253,17 @@ impl StateWord {
                     return Err(Stall::Overflow);
                 }
                 let start = start();
-                let take = want.min(shape.seq_mask - start + 1);
+                // A random start above the batches' share (not with leafid's start
+                // bound, half a millisecond's ids at most) still gives one id.
+                let take = want.min(shape.batch_max.max(start) - start + 1);
                 let first = ((ts as u64) << shape.ts_shift) | shape.worker_bits(*cur) | start;
                 (first, first + take - 1)
             } else if ts == last {
                 let seq = *cur & shape.seq_mask;
-                if seq == shape.seq_mask {
+                if seq >= shape.batch_max {
                     return Err(Stall::Spent { last });
                 }
-                let take = want.min(shape.seq_mask - seq);
+                let take = want.min(shape.batch_max - seq);
                 (*cur + 1, *cur + take)
             } else if *cur == CLOSED_STATE {
                 return Err(Stall::Closed);

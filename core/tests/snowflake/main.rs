@@ -14,6 +14,7 @@
 #[path = "../support"]
 mod support {
     pub mod delay_proxy;
+    pub mod mysql;
     pub mod self_exec;
 }
 
@@ -23,6 +24,10 @@ mod generator;
 
 /// The generator's side of the registry contract, through an in-memory registry.
 mod lease_contract;
+
+/// Maximal batches of both modes beside single ids: no single waits behind them, no
+/// segment refill starves (real MariaDB).
+mod fairness;
 
 /// Several generators and threads at full speed: no id twice, each thread increasing.
 mod uniqueness_under_load;

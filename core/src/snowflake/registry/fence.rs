@@ -146,6 +146,29 @@ pub fn foreign_timestamp(bound_ms: i64) -> i64 {
     bound_ms.min(super::system_now_ms())
 }
 
+/// Whether a lease's floor is a record of where its last holder stopped
+/// ([`Lease::floor_recorded`](super::Lease::floor_recorded)), decided here for every
+/// registry. `own_bound` is the bound a leafid holder persisted in leafid's own record
+/// (`ids/{id}`, the lease row, `last/{id}`, the pool row; `None` when there is no such
+/// record or it holds none). `foreign_stamp` is the field a foreign server writes beside
+/// it (Java Leaf's forever-node `timestamp`, the fork's `max_timestamp`; `None` where the
+/// layout has none, or where leafid wrote it itself just now).
+///
+/// A foreign field is never a recorded floor: its writer uploads it every 3 s and issues
+/// past it in between, by its own host's clock. leafid's own bound is one only when it is
+/// at least the foreign stamp: leafid writes [`foreign_timestamp`] of its bound there,
+/// never more, so a larger stamp means a foreign server used the identity after that
+/// bound was written (a rollback, a reused pod IP), and the floor is the foreign stamp,
+/// which trails what that server issued. A floor that is not recorded makes the
+/// generator also wait out the allowed skew from the registry's clock (rule 5).
+pub fn floor_recorded(own_bound: Option<i64>, foreign_stamp: Option<i64>) -> bool {
+    match (own_bound, foreign_stamp) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(own), Some(stamp)) => own >= stamp,
+    }
+}
+
 /// Rule 2: a record of this holder's own that is missing or was changed by another writer.
 pub fn lost(worker_id: u32, cause: impl Into<String>) -> Error {
     Error::LeaseLost {
@@ -157,6 +180,18 @@ pub fn lost(worker_id: u32, cause: impl Into<String>) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_foreign_stamp_is_never_a_recorded_floor_and_an_older_own_bound_under_it_neither() {
+        assert!(!floor_recorded(None, None));
+        assert!(!floor_recorded(None, Some(1_000)));
+        assert!(floor_recorded(Some(1_000), None));
+        // leafid was the last writer: the stamp is foreign_timestamp(bound) <= bound.
+        assert!(floor_recorded(Some(1_000), Some(1_000)));
+        assert!(floor_recorded(Some(1_000), Some(900)));
+        // A foreign server wrote after leafid's bound.
+        assert!(!floor_recorded(Some(1_000), Some(1_001)));
+    }
 
     #[test]
     fn a_foreign_field_never_gets_a_future_time() {

@@ -222,3 +222,61 @@ fn a_fork_server_restarted_after_leafid_closed_takes_its_normal_path() {
         "the fork reissued below leafid's last id"
     );
 }
+
+/// The other host's clock: the system clock moved by `offset` ms.
+#[derive(Debug)]
+struct Skewed(i64);
+
+impl leafid::Clock for Skewed {
+    fn now_millis(&self) -> i64 {
+        leafid::SystemClock.now_millis() + self.0
+    }
+}
+
+/// Issue 28 #1: leafid held this `ip:port` once (its lease row keeps its bound), then a
+/// fork server on a host 1.5 s ahead ran on the row and uploaded `max_timestamp` by its
+/// clock, issuing up to its next upload (3 s later) past it. leafid comes back on a host
+/// 1.5 s behind (both within a 2 s `max_skew`). `max_timestamp` is the floor, and the
+/// old bound in the lease row beside it must not make it count as recorded: the first id
+/// waits out the skew too. Before, the floor counted as recorded, and the first id came
+/// right after `max_timestamp`, inside what the fork had issued.
+#[test]
+fn an_old_leafid_bound_under_a_newer_fork_max_timestamp_is_no_recorded_floor() {
+    let ip = unique_ip("forkafter");
+    let earlier = build(&ip, tempfile::tempdir().unwrap().path()).unwrap();
+    let worker = earlier.worker_id();
+    earlier.next_id().unwrap();
+    earlier.close();
+    // The fork takes the row over later, its clock 1.5 s ahead, and uploads its time.
+    std::thread::sleep(Duration::from_millis(500));
+    let written = now_ms();
+    let (url, stamp) = (base(), written + 1_500);
+    leafid::runtime::block_on(async move {
+        use sqlx::Connection;
+        let mut c = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        sqlx::query("UPDATE leaf_workerid_alloc SET max_timestamp = ? WHERE id = ?")
+            .bind(stamp)
+            .bind(worker as i64)
+            .execute(&mut c)
+            .await
+            .unwrap();
+    });
+    let cache = tempfile::tempdir().unwrap();
+    let gen = SnowflakeGenerator::builder()
+        .registry_url(&leafid_url(&ip))
+        .unwrap()
+        .clock(Arc::new(Skewed(-1_500)))
+        .max_skew(Duration::from_secs(2))
+        .cache_dir(cache.path())
+        .build_blocking()
+        .unwrap();
+    assert_eq!(gen.worker_id(), worker);
+    let first = gen.decode(gen.next_id().unwrap()).timestamp_ms;
+    gen.close();
+    // The fork issued up to its clock at its next upload: (written + 3 s) + 1.5 s.
+    let fork_last = written + 3_000 + 1_500;
+    assert!(
+        first > fork_last,
+        "the first id's time {first} is not above {fork_last}, the last the fork may have issued"
+    );
+}

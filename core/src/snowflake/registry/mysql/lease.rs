@@ -156,9 +156,12 @@ impl MysqlRegistry {
             lease: Lease {
                 worker_id: id as u32,
                 floor_ms: floor,
-                // Only a leafid holder's own bound in its lease row is a record of where it
-                // stopped: `max_timestamp` (the fork's, or one written at insert) trails it.
-                floor_recorded: !prior.missing && prior.bound_ms.is_some(),
+                // A lease row with no history has no bound of leafid's; a row inserted
+                // just now holds our own `max_timestamp`, not a foreign one.
+                floor_recorded: fence::floor_recorded(
+                    if prior.missing { None } else { prior.bound_ms },
+                    if inserted { None } else { seen },
+                ),
                 location: format!(
                     "mysql {} leaf_workerid_alloc id={id} ({})",
                     self.shown_url,

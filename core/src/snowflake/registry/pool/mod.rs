@@ -270,7 +270,8 @@ impl PoolRegistry {
         Ok(Lease {
             worker_id: id,
             floor_ms: taken.bound_ms.unwrap_or(i64::MIN),
-            floor_recorded: taken.bound_ms.is_some(),
+            // No foreign writer knows this table: no foreign stamp.
+            floor_recorded: fence::floor_recorded(taken.bound_ms, None),
             location: self.shown(),
         })
     }

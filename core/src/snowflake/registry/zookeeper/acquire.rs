@@ -12,7 +12,7 @@ use super::layout::{split_child, Endpoint};
 use super::{guard, State, ZookeeperRegistry};
 use crate::error::{Error, Result};
 use crate::snowflake::registry::zk_client as zk;
-use crate::snowflake::registry::{IssueLimit, Lease};
+use crate::snowflake::registry::{fence, IssueLimit, Lease};
 
 impl ZookeeperRegistry {
     /// Finds this identity's node: `(path, worker id)`. Other nodes that do not parse
@@ -152,9 +152,10 @@ impl ZookeeperRegistry {
                 }
                 let floor = stamp.max(claimed.bound_ms);
                 tracing::info!(%path, worker_id = id, floor, "reusing this ip:port's forever node");
-                // Recorded only when leafid's bound is the floor: a newer `timestamp`
-                // (Java Leaf took the node over since) trails what Java issued.
-                let recorded = claimed.bound_ms != i64::MIN && claimed.bound_ms >= stamp;
+                // A newer `timestamp` (Java Leaf took the node over since) trails what
+                // Java issued: `fence::floor_recorded` says it is no record.
+                let own = Some(claimed.bound_ms).filter(|b| *b != i64::MIN);
+                let recorded = fence::floor_recorded(own, Some(stamp));
                 (path, id, floor, recorded, version, seen.mzxid)
             }
             None => {
@@ -214,7 +215,9 @@ impl ZookeeperRegistry {
                         self.watch_unchanged(&client, &path, id, stat, watch_for)
                             .await?;
                     }
-                    let recorded = claimed.bound_ms != i64::MIN;
+                    // The node's `timestamp` is ours, written just now: no foreign stamp.
+                    let own = Some(claimed.bound_ms).filter(|b| *b != i64::MIN);
+                    let recorded = fence::floor_recorded(own, None);
                     (path, id, claimed.bound_ms, recorded, 0, stat.mzxid)
                 } else {
                     (path, id, i64::MIN, false, 0, stat.mzxid)

@@ -197,8 +197,9 @@ impl ZookeeperRecycleRegistry {
                 Ok(Lease {
                     worker_id: id,
                     floor_ms: floor,
-                    // A missing `last/{id}` is no record, whatever floor stands in for it.
-                    floor_recorded: last_version.is_some(),
+                    // A missing `last/{id}` is no record, whatever floor stands in for it;
+                    // the fork's `lastUsedTimestamp` is never read (its layout is refused).
+                    floor_recorded: fence::floor_recorded(last_version.map(|_| floor), None),
                     location,
                 })
             }

@@ -397,3 +397,116 @@ fn the_builder_takes_the_statefulset_url_like_every_other_scheme() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Issue 28 #2: two pods with one ordinal sharing the floor directory, the live one's
+/// renew stalled between its check of the bound file and its write (a hung NFS or
+/// CephFS volume). The second pod reads the live pod's bound and renews during the stall.
+/// Before, its check passed (the file still held what it read), it wrote its bound, and
+/// then the stalled write landed: both renews succeeded, so both pods would raise their
+/// limits and issue with one worker id. Now check and write are one step under the lock:
+/// the second pod's renew waits for the stalled one, then sees its write and stops.
+#[test]
+fn a_renew_stalled_between_check_and_write_lets_no_second_pod_pass_its_check() {
+    use leafid::snowflake::registry::statefulset::fault;
+    let floor = tempfile::tempdir().unwrap();
+    let config = StatefulsetConfig::new("orders-634").floor_dir(floor.path());
+    let live = Arc::new(StatefulsetRegistry::new(config.clone()).unwrap());
+    let second = StatefulsetRegistry::new(config).unwrap();
+    let now = leafid_now_ms();
+    let a = block_on(live.acquire(1023, IssueLimit::closed())).unwrap();
+    block_on(live.renew(&a, now + 1_000)).unwrap();
+    // Shorter than the lock wait (1 s), so the second pod's renew gets the lock after it.
+    fault::stall_writes(floor.path(), Duration::from_millis(500), 1);
+    let stalled = {
+        let (live, a) = (live.clone(), a.clone());
+        std::thread::spawn(move || block_on(live.renew(&a, now + 2_000)))
+    };
+    while fault::stalls_begun(floor.path()) == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let b = block_on(second.acquire(1023, IssueLimit::closed())).unwrap();
+    assert_eq!(
+        b.floor_ms,
+        now + 1_000,
+        "the second pod read the live pod's bound"
+    );
+    let second_renew = block_on(second.renew(&b, now + 3_000));
+    let live_renew = stalled.join().unwrap();
+    match (&live_renew, &second_renew) {
+        (Ok(()), Err(Error::LeaseLost { cause, .. })) => {
+            assert!(cause.contains("written by another process"), "{cause}")
+        }
+        _ => panic!(
+            "live pod's renew {live_renew:?}, second pod's renew {second_renew:?}: exactly the \
+             stalled one may succeed, or both pods issue with worker id 634"
+        ),
+    }
+}
+
+/// A pod whose volume hangs for longer than the lock wait while it holds the lock: the
+/// other pod's renew does not wait for it (a renew's wait is bounded: it runs on the
+/// heartbeat, and a pod must not hang behind another's volume), and fails with
+/// `WorkerIdInUse`, raising no limit.
+#[test]
+fn a_lock_held_by_a_hung_pod_is_waited_for_a_bounded_time_then_refused() {
+    use leafid::snowflake::registry::statefulset::fault;
+    let floor = tempfile::tempdir().unwrap();
+    let config = StatefulsetConfig::new("orders-635").floor_dir(floor.path());
+    let hung = Arc::new(StatefulsetRegistry::new(config.clone()).unwrap());
+    let other = StatefulsetRegistry::new(config).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    let now = leafid_now_ms();
+    let a = rt
+        .block_on(hung.acquire(1023, IssueLimit::closed()))
+        .unwrap();
+    block_on(hung.renew(&a, now + 1_000)).unwrap();
+    fault::stall_writes(floor.path(), Duration::from_secs(4), 1);
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stalled = {
+        let (hung, a, done) = (hung.clone(), a.clone(), done.clone());
+        std::thread::spawn(move || {
+            let r = block_on(hung.renew(&a, now + 2_000));
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            r
+        })
+    };
+    while fault::stalls_begun(floor.path()) == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let b = rt
+        .block_on(other.acquire(1023, IssueLimit::closed()))
+        .unwrap();
+    let refused = block_on(other.renew(&b, now + 3_000));
+    // Ordering, not timing: the refusal came while the hung pod still held the lock.
+    assert!(
+        !done.load(std::sync::atomic::Ordering::SeqCst),
+        "the renew waited for the hung pod's 4 s write instead of a bounded time"
+    );
+    match refused {
+        Err(Error::WorkerIdInUse { holder, .. }) => {
+            assert!(
+                holder.contains(&format!("pid {}", std::process::id())),
+                "{holder}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    stalled.join().unwrap().unwrap();
+    // The hung pod's write landed; the other pod's next renew sees it and stops.
+    assert!(matches!(
+        block_on(other.renew(&b, now + 3_000)),
+        Err(Error::LeaseLost { .. })
+    ));
+}
+
+/// Runs `f` on a runtime of its own with a timer (the renew's lock wait sleeps).
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(f)
+}

@@ -32,16 +32,30 @@
 //! - **A second writer is a lost lease (fence rules 1 and 2).** Every renew first checks
 //!   that the bound file still holds what this holder last wrote: a file written by
 //!   another process (a second pod with this ordinal sharing the volume) or deleted is
-//!   [`fence::lost`], and issuing stops. That detects two holders within a heartbeat; it
-//!   cannot keep them from issuing meanwhile.
+//!   [`fence::lost`], and issuing stops.
+//! - **Check and write are one step across pods.** The check and the write run under an
+//!   exclusive `flock` on `worker-<n>.lock` beside the bound file ([`HostLock`]), so a
+//!   renew stalled between them (a hung NFS or CephFS volume) cannot have another pod's
+//!   check pass meanwhile and then land over that pod's write: whichever renew comes
+//!   second sees the first one's write and stops. The lock is waited for at most
+//!   [`LOCK_WAIT`], off the hot path (renews run on the heartbeat); a renew that cannot
+//!   get it fails with `WorkerIdInUse` naming the holder, and raises no limit. The kernel
+//!   frees the lock when its holder dies, and the holder checks after its write that
+//!   the lock file is still the one it locked (deleted or replaced under it, another pod
+//!   may have locked a new one: [`fence::lost`]). On NFS, Linux turns `flock` into a
+//!   lock the server holds (NLM for v3, a v4 lock), seen by every client; a mount with
+//!   `nolock` or `local_lock=flock|all` keeps locks on one node, and the lock then
+//!   serializes only the pods of that node (`docs/kubernetes.md`).
 //!
 //! The configuration is in `config.rs`, its URL grammar in `url.rs`, the host-name rule
 //! in `ordinal.rs`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::cache::{CacheEntry, WorkerCache};
+use super::host_lock::{Attempt, HostLock};
 use super::{fence, system_now_ms, ClockReading, IssueLimit, Lease, WorkerRegistry};
 use crate::error::{Error, Result};
 use crate::runtime::BoxFuture;
@@ -52,6 +66,14 @@ pub(crate) mod url;
 
 pub use self::config::StatefulsetConfig;
 pub use self::ordinal::ordinal;
+
+/// How long a renew waits for another pod's hold on `worker-<n>.lock`. A write takes
+/// milliseconds; a hold this long is a pod of this ordinal whose volume hangs, and
+/// waiting longer would only delay this pod's next renew.
+pub const LOCK_WAIT: Duration = Duration::from_secs(1);
+
+/// How often a renew tries the lock again while another pod holds it.
+const LOCK_RETRY: Duration = Duration::from_millis(10);
 
 /// The StatefulSet registry: the worker id is the pod's ordinal plus the offset.
 /// Building it checks the host name; `acquire` checks the id against the layout before
@@ -118,6 +140,40 @@ impl StatefulsetRegistry {
         WorkerCache::at(dir.join(format!("worker-{id}.json")))
     }
 
+    fn lock_file(dir: &Path, id: u32) -> PathBuf {
+        dir.join(format!("worker-{id}.lock"))
+    }
+
+    /// Takes the lock that makes a renew's check and write one step across pods,
+    /// waiting at most [`LOCK_WAIT`] (asleep between tries: renews share the runtime).
+    async fn lock(&self, dir: &Path, id: u32) -> Result<HostLock> {
+        let path = Self::lock_file(dir, id);
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            let holder = match HostLock::try_lock(&path)? {
+                Attempt::Locked(lock) => return Ok(lock),
+                Attempt::Held(holder) => holder,
+            };
+            if Instant::now() >= deadline {
+                let who = holder.map_or_else(|| "another process".to_string(), |h| h.to_string());
+                return Err(Error::WorkerIdInUse {
+                    identity: format!("statefulset bound file lock {}", path.display()),
+                    worker_id: Some(id),
+                    holder: format!(
+                        "{who}, which has held it for more than {LOCK_WAIT:?}: another pod with \
+                         ordinal {} writing this worker id's bound, its volume hung",
+                        self.worker_id - self.config.offset
+                    ),
+                    advice: "this pod raises no issue limit until it gets the lock; if that pod \
+                             was force-deleted and still runs, stop it (two pods of one ordinal \
+                             must not run at once)"
+                        .into(),
+                });
+            }
+            tokio::time::sleep(LOCK_RETRY).await;
+        }
+    }
+
     /// Takes the id: checks the layout, then reads the floor from the bound file.
     fn take(&self, max_worker_id: u32) -> Result<Lease> {
         let id = self.fitting(max_worker_id)?;
@@ -180,12 +236,38 @@ impl StatefulsetRegistry {
     }
 
     /// Writes `bound_ms` to the bound file, after checking that it still holds what
-    /// this holder last read or wrote (fence rules 1 and 2).
-    fn write(&self, lease: &Lease, bound_ms: i64) -> Result<()> {
+    /// this holder last read or wrote (fence rules 1 and 2), both under the lock.
+    async fn write(&self, lease: &Lease, bound_ms: i64) -> Result<()> {
         let Some(dir) = &self.config.floor_dir else {
             return Ok(());
         };
         let id = lease.worker_id;
+        let lock = self.lock(dir, id).await?;
+        // No await from here to the unlock: a renew dropped by its caller's timeout can
+        // never leave the lock held.
+        let written = self.check_and_write(dir, id, bound_ms);
+        let kept = lock.check();
+        // Explicit: a child forked meanwhile shares the descriptor, and must not keep the
+        // lock held after this renew.
+        lock.unlock();
+        written?;
+        if kept.is_err() {
+            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = None;
+            return Err(fence::lost(
+                id,
+                format!(
+                    "{} was deleted or replaced while this pod held it: another pod with ordinal \
+                     {} may have locked a new one and written its bound meanwhile",
+                    Self::lock_file(dir, id).display(),
+                    self.worker_id - self.config.offset
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The check and the write, run under the lock.
+    fn check_and_write(&self, dir: &Path, id: u32, bound_ms: i64) -> Result<()> {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let Some(expected) = last.as_ref() else {
             return Err(fence::lost(id, "this registry holds no lease"));
@@ -220,6 +302,7 @@ impl StatefulsetRegistry {
             worker_id: id,
             bound_ms,
         };
+        fault::between_check_and_write(dir);
         file.write(entry)?;
         *last = Some(Some(entry));
         Ok(())
@@ -233,7 +316,7 @@ impl WorkerRegistry for StatefulsetRegistry {
     }
 
     fn renew<'a>(&'a self, lease: &'a Lease, bound_ms: i64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move { self.write(lease, bound_ms) })
+        Box::pin(self.write(lease, bound_ms))
     }
 
     fn release<'a>(&'a self, _lease: &'a Lease) -> BoxFuture<'a, Result<()>> {
@@ -267,5 +350,60 @@ impl WorkerRegistry for StatefulsetRegistry {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
+    }
+}
+
+/// A stall between a renew's check of the bound file and its write, as a hung volume
+/// makes it: for tests that prove the check and the write are one step across pods.
+/// Nothing arms it outside tests; disarmed, it costs a renew one uncontended lock.
+#[doc(hidden)]
+pub mod fault {
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    /// A floor directory whose renews stall.
+    struct Armed {
+        dir: PathBuf,
+        stall: Duration,
+        left: u64,
+        begun: u64,
+    }
+
+    static ARMED: Mutex<Vec<Armed>> = Mutex::new(Vec::new());
+
+    /// Makes the next `times` renews into floor directory `dir` (in this process) stall
+    /// for `stall` between their check and their write.
+    pub fn stall_writes(dir: &Path, stall: Duration, times: u64) {
+        let mut armed = ARMED.lock().unwrap_or_else(|p| p.into_inner());
+        armed.retain(|a| a.dir != dir);
+        armed.push(Armed {
+            dir: dir.to_path_buf(),
+            stall,
+            left: times,
+            begun: 0,
+        });
+    }
+
+    /// How many renews into `dir` have begun a stall since it was armed.
+    pub fn stalls_begun(dir: &Path) -> u64 {
+        let armed = ARMED.lock().unwrap_or_else(|p| p.into_inner());
+        armed.iter().find(|a| a.dir == dir).map_or(0, |a| a.begun)
+    }
+
+    pub(super) fn between_check_and_write(dir: &Path) {
+        let stall = {
+            let mut armed = ARMED.lock().unwrap_or_else(|p| p.into_inner());
+            match armed.iter_mut().find(|a| a.dir == dir && a.left > 0) {
+                Some(a) => {
+                    a.left -= 1;
+                    a.begun += 1;
+                    a.stall
+                }
+                None => return,
+            }
+        };
+        // Blocks this thread, as a write to a hung volume does.
+        std::thread::sleep(stall);
     }
 }

@@ -119,3 +119,46 @@ macro_rules! foreign_rows {
     };
 }
 pub(crate) use foreign_rows;
+
+/// How far ahead of leafid's host the foreign server's clock runs in
+/// [`skewed_after_older_leafid`]: within the default 5 s `max_skew`, and past the 3.5 s
+/// takeover watch, so a floor taken from the foreign stamp alone lets ids collide.
+pub const SKEW_AHEAD_MS: i64 = 4_500;
+
+/// Issue 28 #1, for every registry that shares a layout with a foreign server: a leafid
+/// holds the identity and closes (its own record keeps its bound), then a foreign server
+/// on a host [`SKEW_AHEAD_MS`] ahead runs on it, uploads once and is killed, and a leafid
+/// starts on it at once. The foreign stamp is newer than leafid's old bound and trails
+/// what the server issued: no recorded floor, so the leafid waits out the skew. No
+/// residual window: the server stopped before the leafid started, so no duplicate at all.
+/// `start(ahead_ms)` starts the server; its `Running` stops it.
+pub fn skewed_after_older_leafid(
+    reg: &dyn Registry,
+    who: &str,
+    t: &Target,
+    start: impl FnOnce(i64) -> Result<Running, String>,
+) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let row = format!("foreign: {who} skewed ahead after an older leafid holder");
+    let mut tally = Tally::new(reg, &row);
+    let dir = open_dir();
+    let mut p = spawn("older", dir.path(), Spawn::url(&t.url));
+    p.started();
+    pause(0.5);
+    tally.stop(p);
+    pause(0.5);
+    match start(SKEW_AHEAD_MS) {
+        Ok(stop) => {
+            // Past its first upload (1 s after its start), then killed.
+            pause(1.3);
+            let (what, ids) = stop();
+            let mut l = spawn("leafid", dir.path(), Spawn::url(&t.url));
+            l.started();
+            pause(1.5);
+            tally.stop(l);
+            tally.foreign(&format!("{who} +{SKEW_AHEAD_MS} ms ({what})"), &ids);
+        }
+        Err(e) => panic!("{who} did not start: {e}"),
+    }
+    tally.finish();
+}

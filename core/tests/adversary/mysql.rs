@@ -134,6 +134,30 @@ fn fork_row(when: When) {
     );
 }
 
+/// Issue 28 #1: the fork's server on a host 4.5 s ahead, after an older leafid holder.
+#[test]
+fn foreign_server_skewed_ahead_after_an_older_leafid_holder() {
+    let t = Mysql.target("forkahead");
+    let mut db = base();
+    db.set_path(&t.name);
+    let db = db.to_string();
+    crate::foreign::skewed_after_older_leafid(&Mysql, "fork mysql server", &t, move |ahead| {
+        let conf = open_dir();
+        let mut f = crate::fork_mysql::ForkServer::start_ahead(
+            &db,
+            "127.0.0.1",
+            "8080",
+            conf.path(),
+            ahead,
+        )?;
+        Ok(Box::new(move || {
+            f.stop();
+            drop(conf);
+            (format!("worker {}, {:?}", f.worker_id(), f.path()), f.ids())
+        }))
+    });
+}
+
 /// The holder's row renamed to another identity (an operator "moving" a worker id):
 /// that identity's newcomer finds the holder's id.
 #[test]

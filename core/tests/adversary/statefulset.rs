@@ -253,6 +253,49 @@ fn holder_frozen_while_a_pod_on_another_host_takes_over() {
     );
 }
 
+/// Issue 28 #2: the holder's every renew stalls 3.5 s between its check of the bound
+/// file and its write (a hung NFS or CephFS volume), and a pod of its ordinal on another
+/// host shares the floor directory. Check and write are one step under the lock, so the
+/// pod's check never passes while the holder's write is still to land: it is refused (or,
+/// having written first, the holder stops at its next renew). No duplicate at all: no
+/// residual window here.
+#[test]
+fn holder_renew_stalled_between_check_and_write_then_a_pod_on_another_host() {
+    let t = Statefulset.target("stall");
+    let dir = open_dir();
+    let mut tally = Tally::new(&Statefulset, "renew stalled 3.5 s, pod on other host");
+    let stalled = Spawn {
+        env: vec![(
+            crate::worker::STALL_WRITES_MS.to_string(),
+            "3500".to_string(),
+        )],
+        ..Spawn::url(&t.url)
+    };
+    let mut a = spawn("holder", dir.path(), stalled);
+    assert!(a.live(), "{:?}", a.started());
+    let mut pods = Vec::new();
+    // Two pods, at other phases of the holder's stalls.
+    for i in 0..2 {
+        pause(if i == 0 { 1.0 } else { 2.5 });
+        let Some(b) = spawn_on_another_host(&format!("pod{i}"), dir.path(), Spawn::url(&t.url))
+        else {
+            tally.note("not run: cannot make a network namespace (not root)");
+            tally.stop(a);
+            tally.finish();
+            return;
+        };
+        pods.push(b);
+    }
+    for b in pods.iter_mut() {
+        let start = b.started();
+        tally.note(format!("{} {start:?}", b.label));
+    }
+    pause(4.0);
+    pods.insert(0, a);
+    tally.stop_all(pods);
+    tally.finish();
+}
+
 /// A live holder; `tamper(floor dir, worker id)`; then `pods` pods of the same URL on
 /// other hosts, 1.5 s apart (other phases of the holder's heartbeat). The pods' ids are
 /// counted as a foreign writer's: duplicates with them are tolerated only from the first

@@ -22,6 +22,9 @@ pub const CACHE: &str = "LEAFID_ADV_CACHE";
 pub const OUT: &str = "LEAFID_ADV_OUT";
 /// Ids per second, at most.
 pub const RATE: &str = "LEAFID_ADV_RATE";
+/// A `statefulset` worker: every renew stalls this many ms between its check of the
+/// bound file and its write (a hung volume), from its start on.
+pub const STALL_WRITES_MS: &str = "LEAFID_ADV_STALL_WRITES_MS";
 
 /// The longest a worker issues if nobody stops it.
 const MAX_RUN: Duration = Duration::from_secs(120);
@@ -50,6 +53,21 @@ pub fn main() {
             std::process::exit(0);
         }
     };
+    if let Some(ms) = std::env::var(STALL_WRITES_MS)
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        // statefulset:///DIR?…: DIR is the floor directory.
+        let dir = url::Url::parse(&url)
+            .expect("a statefulset URL")
+            .path()
+            .to_string();
+        leafid::snowflake::registry::statefulset::fault::stall_writes(
+            std::path::Path::new(&dir),
+            Duration::from_millis(ms),
+            u64::MAX,
+        );
+    }
     println!("ADV ready {}", gen.worker_id());
     let stop = Arc::new(AtomicBool::new(false));
     {

@@ -73,6 +73,24 @@ fn java_row(when: When) {
     );
 }
 
+/// Issue 28 #1: a Java Leaf server on a host 4.5 s ahead, after an older leafid holder.
+#[test]
+fn foreign_server_skewed_ahead_after_an_older_leafid_holder() {
+    let t = Zookeeper.target("javaahead");
+    let name = t.name.clone();
+    crate::foreign::skewed_after_older_leafid(&Zookeeper, "java leaf server", &t, move |ahead| {
+        let tmp = open_dir();
+        let (ip, port) = IP_PORT;
+        let j = crate::java_leaf::JavaLeaf::start_ahead(&zk(), &name, ip, port, tmp.path(), ahead)?;
+        Ok(Box::new(move || {
+            let what = format!("worker {}, silent {}", j.worker_id(), j.silent());
+            let ids = j.stop();
+            drop(tmp);
+            (what, ids)
+        }))
+    });
+}
+
 /// ZooKeeper as an operator with `zkCli` uses it: an independent client.
 pub mod admin {
     use zookeeper_client as zkc;

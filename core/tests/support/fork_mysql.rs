@@ -116,6 +116,19 @@ impl ForkServer {
     /// `workerID.properties` under `conf_dir` (the fork's `java.io.tmpdir/{leaf.name}`).
     /// `Err` is a server that fails to start.
     pub fn start(url: &str, ip: &str, port: &str, conf_dir: &Path) -> Result<ForkServer, String> {
+        Self::start_ahead(url, ip, port, conf_dir, 0)
+    }
+
+    /// [`ForkServer::start`] on a host whose clock is `ahead_ms` ahead of this one's: it
+    /// checks, uploads and issues by that clock.
+    pub fn start_ahead(
+        url: &str,
+        ip: &str,
+        port: &str,
+        conf_dir: &Path,
+        ahead_ms: i64,
+    ) -> Result<ForkServer, String> {
+        let now_ms = move || now_ms() + ahead_ms;
         let started_ms = now_ms();
         let (u, i, p) = (url.to_string(), ip.to_string(), port.to_string());
         let found = leafid::runtime::block_on(async move { get_or_create(&u, &i, &p).await });
@@ -175,12 +188,12 @@ impl ForkServer {
                 server.first_upload_ms.clone(),
             );
             server.uploader = Some(std::thread::spawn(move || {
-                upload_loop(url, worker_id, rx, uploads, first)
+                upload_loop(url, worker_id, rx, uploads, first, ahead_ms)
             }));
         }
         let (stop, runs) = (server.stop.clone(), server.runs.clone());
         server.issuer = Some(std::thread::spawn(move || {
-            issue_loop(worker_id, stop, runs)
+            issue_loop(worker_id, stop, runs, ahead_ms)
         }));
         Ok(server)
     }
@@ -266,7 +279,9 @@ fn upload_loop(
     stop: mpsc::Receiver<()>,
     uploads: Arc<AtomicU64>,
     first: Arc<AtomicI64>,
+    ahead_ms: i64,
 ) {
+    let now_ms = move || now_ms() + ahead_ms;
     let mut delay = Duration::from_secs(1);
     let mut last_update = 0i64;
     loop {
@@ -297,7 +312,13 @@ fn upload_loop(
 }
 
 /// `SnowflakeIDGenImpl.get` in a loop, each millisecond's ids kept as one run.
-fn issue_loop(worker_id: i64, stop: Arc<AtomicBool>, runs: Arc<Mutex<Vec<(i64, u32)>>>) {
+fn issue_loop(
+    worker_id: i64,
+    stop: Arc<AtomicBool>,
+    runs: Arc<Mutex<Vec<(i64, u32)>>>,
+    ahead_ms: i64,
+) {
+    let now_ms = move || now_ms() + ahead_ms;
     let mut last_ts = -1i64;
     let mut sequence = 0i64;
     let mut run: Option<(i64, u32)> = None;

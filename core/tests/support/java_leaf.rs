@@ -76,12 +76,8 @@ pub struct JavaLeaf {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
-fn endpoint(ip: &str, port: &str) -> Vec<u8> {
-    format!(
-        r#"{{"ip":"{ip}","port":"{port}","timestamp":{}}}"#,
-        now_ms()
-    )
-    .into_bytes()
+fn endpoint(ip: &str, port: &str, now: i64) -> Vec<u8> {
+    format!(r#"{{"ip":"{ip}","port":"{port}","timestamp":{now}}}"#).into_bytes()
 }
 
 fn props_path(tmp: &Path, name: &str, port: &str) -> PathBuf {
@@ -92,14 +88,21 @@ fn props_path(tmp: &Path, name: &str, port: &str) -> PathBuf {
 }
 
 /// The ZooKeeper part of `init()`: `Ok((worker id, own node))`, or `Err` where Java throws.
-async fn zk_init(c: &Client, name: &str, ip: &str, port: &str) -> Result<(u32, String), String> {
+async fn zk_init(
+    c: &Client,
+    name: &str,
+    ip: &str,
+    port: &str,
+    ahead_ms: i64,
+) -> Result<(u32, String), String> {
+    let now_ms = move || now_ms() + ahead_ms;
     let forever = format!("/snowflake/{name}/forever");
     let listen = format!("{ip}:{port}");
     let create = || async {
         c.mkdir(&forever).await.map_err(|e| e.to_string())?;
         c.create(
             &format!("{forever}/{listen}-"),
-            &endpoint(ip, port),
+            &endpoint(ip, port, now_ms()),
             CreateMode::PersistentSequential,
         )
         .await
@@ -162,6 +165,20 @@ impl JavaLeaf {
         port: &str,
         tmp: &Path,
     ) -> Result<JavaLeaf, String> {
+        Self::start_ahead(connect, name, ip, port, tmp, 0)
+    }
+
+    /// [`JavaLeaf::start`] on a host whose clock is `ahead_ms` ahead of this one's: it
+    /// checks, uploads and issues by that clock.
+    pub fn start_ahead(
+        connect: &str,
+        name: &str,
+        ip: &str,
+        port: &str,
+        tmp: &Path,
+        ahead_ms: i64,
+    ) -> Result<JavaLeaf, String> {
+        let now_ms = move || now_ms() + ahead_ms;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -176,7 +193,7 @@ impl JavaLeaf {
             )
             .await
             .map_err(|e| e.to_string())?;
-            let r = zk_init(&c, name, ip, port).await;
+            let r = zk_init(&c, name, ip, port, ahead_ms).await;
             Ok::<_, String>((c, r))
         });
         let (client, outcome) = match session {
@@ -213,7 +230,9 @@ impl JavaLeaf {
                 while !stop.load(Ordering::Acquire) {
                     // Skipped while the clock is behind the last upload, as in Java.
                     if now_ms() >= last_update
-                        && c.set_data(&node, &endpoint(&ip, &port), None).await.is_ok()
+                        && c.set_data(&node, &endpoint(&ip, &port, now_ms()), None)
+                            .await
+                            .is_ok()
                     {
                         last_update = now_ms();
                         first.lock().unwrap().get_or_insert(last_update);
@@ -229,7 +248,7 @@ impl JavaLeaf {
         let started_ms = now_ms();
         let issuer = {
             let (stop, ids) = (stop.clone(), ids.clone());
-            std::thread::spawn(move || issue(worker_id as i64, &stop, &ids))
+            std::thread::spawn(move || issue(worker_id as i64, &stop, &ids, ahead_ms))
         };
         Ok(JavaLeaf {
             worker_id,
@@ -303,7 +322,8 @@ impl Drop for JavaLeaf {
 }
 
 /// `SnowflakeIDGenImpl.get` in a loop, in chunks so the lock is not taken per id.
-fn issue(worker: i64, stop: &AtomicBool, out: &Mutex<Vec<i64>>) {
+fn issue(worker: i64, stop: &AtomicBool, out: &Mutex<Vec<i64>>, ahead_ms: i64) {
+    let now_ms = move || now_ms() + ahead_ms;
     let mut last = -1i64;
     let mut sequence = 0i64;
     let mut chunk = Vec::with_capacity(4096);

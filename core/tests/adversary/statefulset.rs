@@ -8,8 +8,10 @@
 //! refused); a second pod of the ordinal on another host (its own network namespace, as a
 //! force-deleted pod's replacement on another node) sharing the floor directory; and the
 //! floor file deleted or rewritten lower by an operator under a live holder, on this host
-//! and with a pod on another host. Two pods of one ordinal sharing the floor directory are
-//! "detected, not prevented" (docs/kubernetes.md): the first to renew after the other's
+//! and with a pod on another host, and the holder's renew stalled between its check and
+//! its write (issue 28: prevented, by the lock on `worker-<n>.lock`). Two pods of one
+//! ordinal sharing the floor directory whose file was deleted or lowered are "only
+//! detected" (docs/kubernetes.md): the first to renew after the other's
 //! write stops with `LeaseLost` within one heartbeat, and ids issued before that may
 //! collide. Those rows count the second pod's ids as a foreign writer's, tolerate
 //! duplicates only inside that window, print it, and assert that only one pod issues

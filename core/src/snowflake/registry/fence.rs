@@ -43,7 +43,11 @@
 //!    MySQL poll) and stopped at once. That holder issued by its own clock, up to the
 //!    allowed skew ahead of the registry's, so the generator then floors the lease (its
 //!    `floor_ms` is `i64::MIN`) at the registry's clock plus `max_skew` plus 1 s and
-//!    waits for it before the first id (`generator/session.rs`).
+//!    waits for it before the first id (`generator/session.rs`). Which floors count as
+//!    recorded is decided once, by [`floor_recorded`]: a foreign field never, and leafid's
+//!    own bound only when it is at least the foreign field beside it (otherwise a
+//!    foreign server used the identity after leafid's bound, and issued past its own
+//!    stamp by its own clock).
 //!
 //! Nor this: a record the registry trusts (a ZooKeeper node, a lease row with a leafid
 //! bound) restored from a backup taken while its holder ran, holding an older bound,

@@ -270,6 +270,37 @@ mod tests {
         );
     }
 
+    /// Issue 28: hosts written as IPv6 literals (`[::1]`, whose colons are not a
+    /// password's) keep the brackets, and the password is hidden as with any host.
+    #[test]
+    fn ipv6_literal_hosts_keep_their_brackets_and_hide_the_password() {
+        for (given, shown) in [
+            (
+                "mysql://u:s3cr3t@[::1]:3306/db",
+                "mysql://u:***@[::1]:3306/db",
+            ),
+            (
+                "postgres://u:s3cr3t@[fd00::2]:5432/db?sslmode=require",
+                "postgres://u:***@[fd00::2]:5432/db?sslmode=require",
+            ),
+            (
+                "zookeeper://u:s3cr3t@[::1]:2181,[::1]:2182/leaf?port=8",
+                "zookeeper://u:***@[::1]:2181,[::1]:2182/leaf?port=8",
+            ),
+            (
+                "[::1]:2181,[::1]:2182/chroot",
+                "[::1]:2181,[::1]:2182/chroot",
+            ),
+            (
+                "jdbc:mysql://[::1]:3306/leaf?user=root&password=s3cr3t",
+                "jdbc:mysql://[::1]:3306/leaf?user=root&password=***",
+            ),
+        ] {
+            assert_eq!(url(given), shown, "{given}");
+            assert!(!ambiguous_user_info(given), "{given}");
+        }
+    }
+
     #[test]
     fn postgres_urls_hide_the_password_in_user_info_and_query() {
         assert_eq!(

@@ -8,7 +8,7 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection, MySqlPool, MySqlPoolOptions};
 use sqlx::Row;
 
 use crate::error::{Error, Result};
@@ -21,6 +21,13 @@ pub(crate) const ER_DBACCESS_DENIED: u16 = 1044;
 
 /// `ER_ACCESS_DENIED_NO_PASSWORD_ERROR`: a password-less login refused.
 pub(crate) const ER_ACCESS_DENIED_NO_PASSWORD: u16 = 1698;
+
+/// `ER_TABLEACCESS_DENIED_ERROR`: the user lacks a privilege on a table (`CREATE`,
+/// `UPDATE`, …).
+pub(crate) const ER_TABLEACCESS_DENIED: u16 = 1142;
+
+/// `ER_COLUMNACCESS_DENIED_ERROR`: the user lacks a privilege on a column.
+pub(crate) const ER_COLUMNACCESS_DENIED: u16 = 1143;
 
 /// `ER_BAD_DB_ERROR`: the URL names a database that does not exist.
 pub(crate) const ER_BAD_DB: u16 = 1049;
@@ -46,13 +53,19 @@ pub(crate) fn connect_options(url: &str, expected: &str) -> Result<MySqlConnectO
              URL: percent-encode them as %2F and %3F",
         ));
     }
-    MySqlConnectOptions::from_str(&normalized)
-        .map_err(|e| Error::invalid_url(url, format!("{e}; expected {expected}")))
+    let options = MySqlConnectOptions::from_str(&normalized)
+        .map_err(|e| Error::invalid_url(url, format!("{e}; expected {expected}")))?;
+    // `[::1]` to `::1`: sqlx would resolve the brackets (see `db::unbracketed`).
+    let host = super::unbracketed(options.get_host()).to_string();
+    Ok(options.host(&host))
 }
 
 /// The server as messages name it: "MySQL at host:port".
 pub(crate) fn address(options: &MySqlConnectOptions) -> String {
-    format!("MySQL at {}:{}", options.get_host(), options.get_port())
+    format!(
+        "MySQL at {}",
+        super::host_port(options.get_host(), options.get_port())
+    )
 }
 
 /// A pool of at most `max` connections that connects on first use, an acquire waiting
@@ -77,6 +90,32 @@ pub(crate) fn error_number(e: &sqlx::Error) -> Option<u16> {
             .map(|m| m.number()),
         _ => None,
     }
+}
+
+/// Runs `ddl`, the `CREATE TABLE IF NOT EXISTS` of table `name`, only when the URL's
+/// database has no such table. MySQL refuses even a `CREATE … IF NOT EXISTS` of a table
+/// that exists to a user without `CREATE`, so a user with DML grants alone (as shops
+/// run servers) could not start at all; looked up first, it needs `CREATE` only while
+/// the table is missing. Two processes finding it missing at once both run `ddl`, and
+/// `IF NOT EXISTS` makes the second a no-op.
+pub(crate) async fn create_missing(
+    conn: &mut MySqlConnection,
+    name: &str,
+    ddl: &'static str,
+) -> std::result::Result<(), sqlx::Error> {
+    // information_schema lists the tables the user has any privilege on: a DML user
+    // sees its tables.
+    let found: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.TABLES \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
+    )
+    .bind(name)
+    .fetch_one(&mut *conn)
+    .await?;
+    if found == 0 {
+        sqlx::raw_sql(ddl).execute(&mut *conn).await?;
+    }
+    Ok(())
 }
 
 /// The database's clock, `NOW(3)`, in ms since the Unix epoch.

@@ -29,7 +29,8 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::AssertSqlSafe;
 use sqlx::Row;
 
 use crate::error::{Cause, CauseKind, Error, Result};
@@ -77,16 +78,17 @@ pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions> {
             format!("{e}; expected postgres://user:password@host:port/database[?sslmode=require]"),
         )
     })?;
+    // `[::1]` to `::1`: sqlx would resolve the brackets (see `db::unbracketed`).
+    let host = super::unbracketed(options.get_host()).to_string();
     // PgBouncer refuses a startup parameter it does not track; leafid reads no floats.
-    Ok(options.extra_float_digits(None))
+    Ok(options.host(&host).extra_float_digits(None))
 }
 
 /// The server as messages name it: "PostgreSQL at host:port".
 pub(crate) fn address(options: &PgConnectOptions) -> String {
     format!(
-        "PostgreSQL at {}:{}",
-        options.get_host(),
-        options.get_port()
+        "PostgreSQL at {}",
+        super::host_port(options.get_host(), options.get_port())
     )
 }
 
@@ -111,17 +113,16 @@ pub(crate) fn sqlstate(e: &sqlx::Error) -> Option<&str> {
 }
 
 /// What kind of failure a sqlx error against PostgreSQL is: a refused login (bad
-/// password, unknown role, `pg_hba.conf`), an unknown database, or the network's own
-/// refused / timed out / not found.
+/// password, unknown role, `pg_hba.conf`) or privilege, an unknown database, or the
+/// network's own refused / timed out / not found.
 pub(crate) fn kind(e: &sqlx::Error) -> CauseKind {
     match e {
         sqlx::Error::Io(io) => crate::error::cause::io_kind(io),
         sqlx::Error::PoolTimedOut => CauseKind::TimedOut,
-        _ => match sqlstate(e) {
-            Some(INVALID_PASSWORD | INVALID_AUTHORIZATION) => CauseKind::LoginRefused,
-            Some(INVALID_CATALOG_NAME) => CauseKind::NotFound,
-            _ => CauseKind::Other,
-        },
+        // A refusal (login, grants, unknown database) as `db::refusal` decides it.
+        _ => super::refusal::refusal(e)
+            .map(|r| r.kind())
+            .unwrap_or(CauseKind::Other),
     }
 }
 
@@ -148,6 +149,58 @@ pub(crate) fn literal(text: &str) -> Option<String> {
     }
     out.push('\'');
     Some(out)
+}
+
+/// `sql`, leafid's statement on one of its tables (values as [`literal`]s), as one
+/// simple query run at READ COMMITTED whatever the database's or role's
+/// `default_transaction_isolation` says.
+///
+/// Every statement leafid runs on its tables is a transaction of its own whose
+/// correctness rests on row locks, never on a snapshot spanning statements: an `UPDATE`
+/// waits for a concurrent writer of its row, then (at READ COMMITTED) checks its `WHERE`
+/// again on the row as that writer left it and adds to the value it finds, so two
+/// refills get disjoint ranges and two takers of one worker id cannot both match
+/// `holder = <what they read>`; an `INSERT` loses a race to a unique index. At
+/// REPEATABLE READ or SERIALIZABLE the same `UPDATE` fails instead with SQLSTATE 40001
+/// ("could not serialize access"), which a refill would report as an outage.
+///
+/// `SET TRANSACTION` is the first statement of the implicit transaction a
+/// multi-statement simple query runs in, so the level holds for that query alone: one
+/// `Query` message, no session state, still safe behind PgBouncer in transaction mode.
+/// (`BEGIN …; …; COMMIT` would leave the connection in a failed transaction when the
+/// statement fails, the `COMMIT` skipped; the implicit block ends with the query.)
+pub(crate) fn read_committed(sql: &str) -> sqlx::RawSql {
+    sqlx::raw_sql(AssertSqlSafe(format!(
+        "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; {sql}"
+    )))
+}
+
+/// Runs `ddl`, the `CREATE TABLE IF NOT EXISTS` of table `name`, only when no such
+/// table is on the search path. PostgreSQL checks the privilege to create in the schema
+/// before `IF NOT EXISTS`, and from 15 on no role but the owner has it on `public`, so a
+/// role with DML grants alone could not start at all; looked up first, it needs
+/// `CREATE` only while the table is missing. Two processes finding it missing at once
+/// both create: `IF NOT EXISTS` is checked before the catalog's own unique index, so
+/// the loser may be told `duplicate_table` or `unique_violation`; the table is there
+/// either way.
+pub(crate) async fn create_missing(
+    conn: &mut PgConnection,
+    name: &'static str,
+    ddl: &'static str,
+) -> std::result::Result<(), sqlx::Error> {
+    // `to_regclass` resolves the name through the search path as the CREATE would, and
+    // needs no privilege on the table. `name` is a constant of leafid's (no quote).
+    let sql = format!("SELECT to_regclass('{name}') IS NOT NULL AS found");
+    let row = sqlx::raw_sql(AssertSqlSafe(sql))
+        .fetch_one(&mut *conn)
+        .await?;
+    if row.try_get::<bool, _>("found")? {
+        return Ok(());
+    }
+    match sqlx::raw_sql(ddl).execute(&mut *conn).await {
+        Err(e) if matches!(sqlstate(&e), Some(DUPLICATE_TABLE | UNIQUE_VIOLATION)) => Ok(()),
+        other => other.map(drop),
+    }
 }
 
 /// The database's clock in ms since the Unix epoch: `statement_timestamp()`, the start

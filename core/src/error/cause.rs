@@ -167,20 +167,11 @@ pub(crate) fn sqlx_kind(e: &sqlx::Error) -> CauseKind {
     match e {
         sqlx::Error::Io(io) => io_kind(io),
         sqlx::Error::PoolTimedOut => CauseKind::TimedOut,
+        // A refusal (login, grants, unknown database) as `db::refusal` decides it.
         #[cfg(feature = "mysql")]
-        sqlx::Error::Database(db) => {
-            match db
-                .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                .map(|my| my.number())
-            {
-                // ER_ACCESS_DENIED_ERROR, ER_DBACCESS_DENIED_ERROR,
-                // ER_ACCESS_DENIED_NO_PASSWORD_ERROR
-                Some(1045 | 1044 | 1698) => CauseKind::LoginRefused,
-                // ER_BAD_DB_ERROR
-                Some(1049) => CauseKind::NotFound,
-                _ => CauseKind::Other,
-            }
-        }
+        sqlx::Error::Database(_) => crate::db::refusal::refusal(e)
+            .map(|r| r.kind())
+            .unwrap_or(CauseKind::Other),
         _ => CauseKind::Other,
     }
 }

@@ -20,7 +20,9 @@ mod support {
     pub mod delay_proxy;
     pub mod fork_mysql;
     pub mod fork_recycle;
+    pub mod ipv6;
     pub mod java_leaf;
+    pub mod own_database;
     pub mod self_exec;
 }
 
@@ -94,3 +96,12 @@ mod review_rev1;
 /// (a MySQL identity restored from a dump, a statefulset bound file restored from a
 /// snapshot); both reissued ids until `Lease::floor_recorded`.
 mod review_rev2;
+
+/// Issue 28: every database registry under a user with the DML grants alone, and the
+/// PostgreSQL ones at REPEATABLE READ and SERIALIZABLE.
+#[cfg(all(feature = "mysql", feature = "postgres"))]
+mod least_privilege;
+
+/// Issue 28: ZooKeeper connect strings with IPv6 literal hosts (`[::1]`).
+#[cfg(feature = "zookeeper")]
+mod ipv6_hosts;

@@ -14,7 +14,9 @@
 #[path = "../support"]
 mod support {
     pub mod delay_proxy;
+    pub mod ipv6;
     pub mod mysql;
+    pub mod own_database;
     pub mod postgres;
     pub mod self_exec;
 }
@@ -60,3 +62,12 @@ mod error_causes;
 
 /// Review 2's failing tests (PostgreSQL store).
 mod rev2_findings;
+
+/// Issue 28: the MySQL and PostgreSQL stores under a user with the DML grants alone.
+mod least_privilege;
+
+/// Issue 28: the PostgreSQL store at REPEATABLE READ and SERIALIZABLE.
+mod postgres_isolation;
+
+/// Issue 28: the stores on IPv6 literal hosts (`[::1]`).
+mod ipv6_hosts;

@@ -1,6 +1,6 @@
-//! A TCP proxy on 127.0.0.1 that holds every chunk of data for a set delay before
-//! passing it on, and can play a dead server. Test support: it puts a slow or absent
-//! database between a generator and a real MariaDB.
+//! A TCP proxy on 127.0.0.1 (or another loopback address, `[::1]`) that holds every
+//! chunk of data for a set delay before passing it on, and can play a dead server. Test
+//! support: it puts a slow or absent database between a generator and a real MariaDB.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,8 +26,14 @@ pub struct DelayProxy {
 impl DelayProxy {
     /// Starts a proxy in front of `upstream` (`host:port`).
     pub fn start(upstream: String) -> DelayProxy {
-        let listener =
-            leafid::runtime::block_on(async { TcpListener::bind("127.0.0.1:0").await.unwrap() });
+        Self::start_on("127.0.0.1:0", upstream).unwrap()
+    }
+
+    /// Starts a proxy listening on `bind` (`[::1]:0` for an IPv6 listener), or the
+    /// error binding it (no IPv6 on this host).
+    pub fn start_on(bind: &str, upstream: String) -> std::io::Result<DelayProxy> {
+        let bind = bind.to_string();
+        let listener = leafid::runtime::block_on(async move { TcpListener::bind(bind).await })?;
         let proxy = DelayProxy {
             addr: listener.local_addr().unwrap(),
             delay_ms: Arc::new(AtomicU64::new(0)),
@@ -61,7 +67,7 @@ impl DelayProxy {
                 });
             }
         });
-        proxy
+        Ok(proxy)
     }
 
     /// Delays every chunk by `delay` from now on.

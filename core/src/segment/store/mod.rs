@@ -223,6 +223,12 @@ pub(crate) fn insert_result<T>(
     }
 }
 
+/// The privileges a database store's user needs, as an `AccessDenied` names them
+/// (docs/errors.md shows the `GRANT` statements).
+#[cfg(any(feature = "mysql", feature = "postgres"))]
+pub(crate) const GRANTS: &str = "SELECT, INSERT, UPDATE on leaf_alloc \
+     (and CREATE, only while the table is missing, for create_table)";
+
 /// Maps a database error to what the user sees, keeping it as the error's source
 /// (classified by [`crate::error::cause`]).
 #[cfg(any(feature = "mysql", feature = "sqlite"))]
@@ -233,37 +239,19 @@ pub(crate) fn db_error(e: sqlx::Error) -> Error {
         // Configuration, not an outage: retrying cannot help, so say what to fix.
         #[cfg(feature = "mysql")]
         {
-            use crate::db::mysql::{
-                error_number, ER_ACCESS_DENIED, ER_ACCESS_DENIED_NO_PASSWORD, ER_BAD_DB,
-                ER_DBACCESS_DENIED, ER_TRUNCATED_WRONG_VALUE_FOR_FIELD,
-            };
-            match error_number(&e) {
-                Some(ER_ACCESS_DENIED | ER_DBACCESS_DENIED | ER_ACCESS_DENIED_NO_PASSWORD) => {
-                    return Error::access_denied(
-                        format!(
-                            "the database refused the login ({msg}); check the user and password \
-                             in the URL and the user's grants"
-                        ),
-                        Cause::sqlx(e),
-                    )
-                }
-                Some(ER_BAD_DB) => {
-                    return Error::access_denied(
-                        format!("{msg}; create the database or fix its name in the URL"),
-                        Cause::sqlx(e),
-                    )
-                }
-                // A tag the column's character set cannot hold (a latin1 table).
-                Some(ER_TRUNCATED_WRONG_VALUE_FOR_FIELD) => {
-                    return Error::InvalidTag {
-                        tag: String::new(),
-                        reason: format!(
-                            "the leaf_alloc table cannot store it ({msg}); convert the table to utf8mb4 \
-                             (ALTER TABLE leaf_alloc CONVERT TO CHARACTER SET utf8mb4)"
-                        ),
-                    }
-                }
-                _ => {}
+            use crate::db::mysql::{error_number, ER_TRUNCATED_WRONG_VALUE_FOR_FIELD};
+            if let Some(refusal) = crate::db::refusal::refusal(&e) {
+                return refusal.error(msg, GRANTS, Cause::sqlx(e));
+            }
+            // A tag the column's character set cannot hold (a latin1 table).
+            if error_number(&e) == Some(ER_TRUNCATED_WRONG_VALUE_FOR_FIELD) {
+                return Error::InvalidTag {
+                    tag: String::new(),
+                    reason: format!(
+                        "the leaf_alloc table cannot store it ({msg}); convert the table to utf8mb4 \
+                         (ALTER TABLE leaf_alloc CONVERT TO CHARACTER SET utf8mb4)"
+                    ),
+                };
             }
         }
         // MySQL/MariaDB: ER_NO_SUCH_TABLE (1146, SQLSTATE 42S02); SQLite: "no such table".

@@ -226,11 +226,10 @@ impl SegmentStore for MysqlStore {
 
     fn create_table(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
-            sqlx::raw_sql(CREATE_TABLE)
-                .execute(&mut *self.conn().await?)
+            let mut conn = self.conn().await?;
+            crate::db::mysql::create_missing(&mut conn, "leaf_alloc", CREATE_TABLE)
                 .await
-                .map_err(db_error)?;
-            Ok(())
+                .map_err(db_error)
         })
     }
 

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPool};
-use sqlx::{AssertSqlSafe, Postgres, Row};
+use sqlx::{Postgres, Row};
 
 use super::{
     bad_row, redact, validate_start, validate_step, Allocation, SegmentStore, TagRow, MAX_TAG_LEN,
@@ -133,28 +133,10 @@ impl PostgresStore {
 fn db_error(e: sqlx::Error) -> Error {
     if let sqlx::Error::Database(db) = &e {
         let msg = db.message().to_string();
+        if let Some(refusal) = crate::db::refusal::refusal(&e) {
+            return refusal.error(msg, super::GRANTS, pg::cause(e));
+        }
         match sqlstate(&e) {
-            Some(pg::INVALID_PASSWORD | pg::INVALID_AUTHORIZATION) => {
-                return Error::access_denied(
-                    format!(
-                        "the database refused the login ({msg}); check the user and password \
-                         in the URL, the role, and pg_hba.conf"
-                    ),
-                    pg::cause(e),
-                )
-            }
-            Some(pg::INVALID_CATALOG_NAME) => {
-                return Error::access_denied(
-                    format!("{msg}; create the database or fix its name in the URL"),
-                    pg::cause(e),
-                )
-            }
-            Some(pg::INSUFFICIENT_PRIVILEGE) => {
-                return Error::access_denied(
-                    format!("{msg}; grant the role SELECT, INSERT, UPDATE on leaf_alloc"),
-                    pg::cause(e),
-                )
-            }
             Some(pg::UNDEFINED_TABLE) => {
                 return Error::TableMissing {
                     table: "leaf_alloc".into(),
@@ -208,7 +190,7 @@ impl SegmentStore for PostgresStore {
                 ),
             };
             let mut conn = self.conn().await?;
-            let row = sqlx::raw_sql(AssertSqlSafe(sql))
+            let row = pg::read_committed(&sql)
                 .fetch_optional(&mut *conn)
                 .await
                 .map_err(db_error)?;
@@ -219,9 +201,9 @@ impl SegmentStore for PostgresStore {
                 });
             }
             // Missing, or a row the guard refused: say which.
-            let row = sqlx::raw_sql(AssertSqlSafe(format!(
+            let row = pg::read_committed(&format!(
                 "SELECT max_id::bigint AS max_id, step::bigint AS step FROM leaf_alloc WHERE biz_tag = {t}"
-            )))
+            ))
             .fetch_optional(&mut *conn)
             .await
             .map_err(db_error)?;
@@ -239,7 +221,7 @@ impl SegmentStore for PostgresStore {
 
     fn tags(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         Box::pin(async move {
-            let rows = sqlx::raw_sql("SELECT biz_tag FROM leaf_alloc")
+            let rows = pg::read_committed("SELECT biz_tag FROM leaf_alloc")
                 .fetch_all(&mut *self.conn().await?)
                 .await
                 .map_err(db_error)?;
@@ -257,7 +239,7 @@ impl SegmentStore for PostgresStore {
                 "SELECT 1 FROM leaf_alloc WHERE biz_tag = {}",
                 tag_literal(tag)?
             );
-            let row = sqlx::raw_sql(AssertSqlSafe(sql))
+            let row = pg::read_committed(&sql)
                 .fetch_optional(&mut *self.conn().await?)
                 .await
                 .map_err(db_error)?;
@@ -267,7 +249,7 @@ impl SegmentStore for PostgresStore {
 
     fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>> {
         Box::pin(async move {
-            let rows = sqlx::raw_sql(
+            let rows = pg::read_committed(
                 "SELECT biz_tag, max_id::bigint AS max_id, step::bigint AS step, description, \
                  to_char(update_time, 'YYYY-MM-DD HH24:MI:SS') AS update_time \
                  FROM leaf_alloc ORDER BY biz_tag",
@@ -292,24 +274,10 @@ impl SegmentStore for PostgresStore {
 
     fn create_table(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
-            let result = sqlx::raw_sql(CREATE_TABLE)
-                .execute(&mut *self.conn().await?)
-                .await;
-            match result {
-                Ok(_) => Ok(()),
-                // Two processes creating the table at once: `IF NOT EXISTS` is checked
-                // before the catalog's own unique index, so the loser may get one of
-                // these; the table is there either way.
-                Err(e)
-                    if matches!(
-                        sqlstate(&e),
-                        Some(pg::DUPLICATE_TABLE | pg::UNIQUE_VIOLATION)
-                    ) =>
-                {
-                    Ok(())
-                }
-                Err(e) => Err(db_error(e)),
-            }
+            let mut conn = self.conn().await?;
+            pg::create_missing(&mut conn, "leaf_alloc", CREATE_TABLE)
+                .await
+                .map_err(db_error)
         })
     }
 
@@ -333,7 +301,7 @@ impl SegmentStore for PostgresStore {
                  VALUES ({}, {start}, {step}, {description})",
                 tag_literal(tag)?
             );
-            let result = sqlx::raw_sql(AssertSqlSafe(sql))
+            let result = pg::read_committed(&sql)
                 .execute(&mut *self.conn().await?)
                 .await;
             super::insert_result(tag, result, db_error)

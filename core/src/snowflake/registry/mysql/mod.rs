@@ -73,6 +73,11 @@ use watch::Written;
 /// is late keeps its id; a crashed holder's id is free this long after its bound passed.
 pub const LEASE_GRACE: Duration = Duration::from_secs(5);
 
+/// The privileges the registry's database user needs, as an `AccessDenied` names them
+/// (docs/errors.md shows the `GRANT` statements).
+const GRANTS: &str = "SELECT, INSERT, UPDATE on leaf_workerid_alloc and leafid_worker_lease \
+     (and CREATE or ALTER, only while a table or a column is missing)";
+
 /// How long a lease taken at acquire lasts before the first renew extends it.
 const FIRST_TERM: Duration = Duration::from_secs(15);
 
@@ -192,23 +197,13 @@ impl MysqlRegistry {
     }
 
     /// A driver error of `what` as the user sees it, the driver's error kept as the
-    /// source: a refused login (or unknown database) is `AccessDenied`, since retrying
-    /// cannot help; anything else `RegistryUnavailable`.
+    /// source: a refusal (login, grants, unknown database) is `AccessDenied`, since
+    /// retrying cannot help; anything else `RegistryUnavailable`.
     pub(super) fn db_err(&self, what: &str, e: sqlx::Error) -> Error {
         let text = format!("MySQL {}: {what}: {e}", self.shown_url);
-        // Only the server's own answer (not a network error) is a refusal of this client.
-        let answered = matches!(e, sqlx::Error::Database(_));
-        let cause = crate::error::Cause::sqlx(e);
-        match cause.kind() {
-            crate::error::CauseKind::LoginRefused if answered => Error::access_denied(
-                format!("{text}; check the user and password in the URL and the user's grants"),
-                cause,
-            ),
-            crate::error::CauseKind::NotFound if answered => Error::access_denied(
-                format!("{text}; create the database or fix its name in the URL"),
-                cause,
-            ),
-            _ => Error::registry_with(text, cause),
+        match crate::db::refusal::refusal(&e) {
+            Some(refusal) => refusal.error(text, GRANTS, crate::error::Cause::sqlx(e)),
+            None => Error::registry_with(text, crate::error::Cause::sqlx(e)),
         }
     }
 
@@ -350,9 +345,8 @@ impl WorkerRegistry for MysqlRegistry {
 
     fn host_identity(&self) -> Option<String> {
         Some(format!(
-            "mysql/{}:{}/{}/{}",
-            self.options.get_host(),
-            self.options.get_port(),
+            "mysql/{}/{}/{}",
+            crate::db::host_port(self.options.get_host(), self.options.get_port()),
             self.options.get_database().unwrap_or(""),
             self.ip_port()
         ))
@@ -367,9 +361,8 @@ impl WorkerRegistry for MysqlRegistry {
 
     fn describe(&self) -> String {
         format!(
-            "mysql-{}:{}-{}-{}",
-            self.options.get_host(),
-            self.options.get_port(),
+            "mysql-{}-{}-{}",
+            crate::db::host_port(self.options.get_host(), self.options.get_port()),
             self.options.get_database().unwrap_or(""),
             self.ip_port()
         )

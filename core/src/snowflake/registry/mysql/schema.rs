@@ -12,7 +12,7 @@
 use sqlx::mysql::MySqlConnection;
 
 use super::MysqlRegistry;
-use crate::db::mysql::{error_number, ER_DUP_FIELDNAME};
+use crate::db::mysql::{create_missing, error_number, ER_DUP_FIELDNAME};
 use crate::error::Result;
 
 /// The fork's DDL (`scripts/leaf_workerid_alloc.sql`), created when missing.
@@ -52,17 +52,16 @@ const CREATE_LEASE_TABLE: &str = "CREATE TABLE IF NOT EXISTS `leafid_worker_leas
 const ADDED_COLUMNS: [&str; 2] = ["bound_ms", "last_ts"];
 
 impl MysqlRegistry {
-    /// Creates both tables when missing and adds the new columns to an older lease
+    /// Creates both tables when missing (only then: a user with DML grants alone
+    /// starts against tables an administrator made) and adds the new columns to an older lease
     /// table. Portable: `ADD COLUMN IF NOT EXISTS` is MariaDB only, so the columns are
     /// looked up in `information_schema` and a concurrent `ALTER` that won the race is
     /// fine.
     pub(super) async fn ensure_schema(&self, conn: &mut MySqlConnection) -> Result<()> {
-        sqlx::raw_sql(CREATE_TABLE)
-            .execute(&mut *conn)
+        create_missing(conn, "leaf_workerid_alloc", CREATE_TABLE)
             .await
             .map_err(|e| self.db_err("create table leaf_workerid_alloc", e))?;
-        sqlx::raw_sql(CREATE_LEASE_TABLE)
-            .execute(&mut *conn)
+        create_missing(conn, "leafid_worker_lease", CREATE_LEASE_TABLE)
             .await
             .map_err(|e| self.db_err("create table leafid_worker_lease", e))?;
         let present: Vec<String> = sqlx::query_scalar(

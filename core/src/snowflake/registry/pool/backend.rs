@@ -107,7 +107,7 @@ impl Backend {
     }
 
     /// A failed statement of `what` as the user sees it, the driver's error kept as its
-    /// source: a refused login or unknown database is `AccessDenied`; a pool time-out
+    /// source: a refusal (login, grants, unknown database) is `AccessDenied`; a pool time-out
     /// is explained by one direct connection attempt; anything else is
     /// `RegistryUnavailable`.
     pub(super) async fn error(&self, shown_url: &str, what: &str, e: sqlx::Error) -> Error {
@@ -127,21 +127,19 @@ impl Backend {
             e => e,
         };
         let text = format!("{} {shown_url}: {what}: {e}", self.name());
-        let answered = matches!(e, sqlx::Error::Database(_));
+        let refusal = crate::db::refusal::refusal(&e);
         let cause = each!(self, _db => _db.cause(e));
-        match cause.kind() {
-            crate::error::CauseKind::LoginRefused if answered => Error::access_denied(
-                format!("{text}; check the user and password in the URL and the user's grants"),
-                cause,
-            ),
-            crate::error::CauseKind::NotFound if answered => Error::access_denied(
-                format!("{text}; create the database or fix its name in the URL"),
-                cause,
-            ),
-            _ => Error::registry_with(text, cause),
+        match refusal {
+            Some(refusal) => refusal.error(text, GRANTS, cause),
+            None => Error::registry_with(text, cause),
         }
     }
 }
+
+/// The privileges a pool's database user needs, as an `AccessDenied` names them
+/// (docs/errors.md shows the `GRANT` statements).
+const GRANTS: &str =
+    "SELECT, INSERT, UPDATE on leafid_worker_pool (and CREATE, only while it is missing)";
 
 /// Builds the backend of `dialect` for `url` (no I/O).
 pub(super) fn open(dialect: super::Dialect, url: &str) -> Result<Backend> {

@@ -60,15 +60,15 @@ impl Db {
 
     pub(super) fn place(&self) -> String {
         format!(
-            "{}:{}/{}",
-            self.options.get_host(),
-            self.options.get_port(),
+            "{}/{}",
+            crate::db::host_port(self.options.get_host(), self.options.get_port()),
             self.options.get_database().unwrap_or("")
         )
     }
 
     pub(super) async fn ensure_schema(&self) -> sqlx::Result<()> {
-        sqlx::raw_sql(CREATE).execute(self.pool()).await.map(drop)
+        let mut conn = self.pool().acquire().await?;
+        crate::db::mysql::create_missing(&mut conn, "leafid_worker_pool", CREATE).await
     }
 
     pub(super) async fn list(&self, pool: &str) -> sqlx::Result<(Vec<Slot>, i64)> {

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgPool};
-use sqlx::{AssertSqlSafe, Row};
+use sqlx::Row;
 
 use super::rows::{Own, Slot, Taker};
 use crate::db::postgres::{self as pg, literal, sqlstate};
@@ -63,27 +63,15 @@ impl Db {
 
     pub(super) fn place(&self) -> String {
         format!(
-            "{}:{}/{}",
-            self.options.get_host(),
-            self.options.get_port(),
+            "{}/{}",
+            crate::db::host_port(self.options.get_host(), self.options.get_port()),
             self.options.get_database().unwrap_or("")
         )
     }
 
     pub(super) async fn ensure_schema(&self) -> sqlx::Result<()> {
-        match sqlx::raw_sql(CREATE).execute(self.pool()).await {
-            Ok(_) => Ok(()),
-            // Two first starts at once: the loser of the catalog's race is told so.
-            Err(e)
-                if matches!(
-                    sqlstate(&e),
-                    Some(pg::DUPLICATE_TABLE | pg::UNIQUE_VIOLATION)
-                ) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e),
-        }
+        let mut conn = self.pool().acquire().await?;
+        pg::create_missing(&mut conn, "leafid_worker_pool", CREATE).await
     }
 
     pub(super) async fn list(&self, pool: &str) -> sqlx::Result<(Vec<Slot>, i64)> {
@@ -93,9 +81,7 @@ impl Db {
              FROM leafid_worker_pool WHERE pool = {} ORDER BY worker_id",
             lit(pool)?
         );
-        let rows = sqlx::raw_sql(AssertSqlSafe(sql))
-            .fetch_all(self.pool())
-            .await?;
+        let rows = pg::read_committed(&sql).fetch_all(self.pool()).await?;
         let slots = rows
             .iter()
             .map(|r| {
@@ -133,9 +119,7 @@ impl Db {
             old = lit(&slot.holder)?,
             force = if force { "TRUE" } else { "FALSE" },
         );
-        let done = sqlx::raw_sql(AssertSqlSafe(sql))
-            .execute(self.pool())
-            .await?;
+        let done = pg::read_committed(&sql).execute(self.pool()).await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -158,7 +142,7 @@ impl Db {
             lit(t.info)?,
             t.term_ms,
         );
-        match sqlx::raw_sql(AssertSqlSafe(sql)).execute(self.pool()).await {
+        match pg::read_committed(&sql).execute(self.pool()).await {
             Ok(_) => Ok(true),
             Err(e) if sqlstate(&e) == Some(pg::UNIQUE_VIOLATION) => Ok(false),
             Err(e) => Err(e),
@@ -170,9 +154,7 @@ impl Db {
             "SELECT holder, bound_ms FROM leafid_worker_pool WHERE pool = {} AND worker_id = {id}",
             lit(pool)?
         );
-        let row = sqlx::raw_sql(AssertSqlSafe(sql))
-            .fetch_optional(self.pool())
-            .await?;
+        let row = pg::read_committed(&sql).fetch_optional(self.pool()).await?;
         row.map(|r| {
             Ok(Own {
                 holder: r.try_get("holder")?,
@@ -197,9 +179,7 @@ impl Db {
             lit(pool)?,
             lit(token)?
         );
-        let done = sqlx::raw_sql(AssertSqlSafe(sql))
-            .execute(self.pool())
-            .await?;
+        let done = pg::read_committed(&sql).execute(self.pool()).await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -210,7 +190,7 @@ impl Db {
             lit(pool)?,
             lit(token)?
         );
-        sqlx::raw_sql(AssertSqlSafe(sql))
+        pg::read_committed(&sql)
             .execute(self.pool())
             .await
             .map(drop)

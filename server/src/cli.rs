@@ -159,6 +159,24 @@ pub struct ServeArgs {
     /// promises. 0: every id in strict order across requests.
     #[arg(long, env = "LEAFID_THREAD_CHUNK", default_value_t = DEFAULT_THREAD_CHUNK)]
     pub thread_chunk: u64,
+    /// Client connections open at once (lowered to the fd limit less 128). At the cap,
+    /// a new connection displaces the oldest one waiting for a request; when all are
+    /// in service, it gets a 503.
+    #[arg(long, env = "LEAFID_MAX_CONNECTIONS", default_value_t = 10_000)]
+    pub max_connections: usize,
+    /// Seconds a connection may take to send a request head, counted from when it is
+    /// ready for one: bounds a slow head and an idle keep-alive connection alike.
+    #[arg(long, env = "LEAFID_HEADER_TIMEOUT", default_value_t = 30)]
+    pub header_timeout: u64,
+    /// Seconds an answer's write may make no progress (a client that stops reading)
+    /// before the connection is closed.
+    #[arg(long, env = "LEAFID_WRITE_TIMEOUT", default_value_t = 30)]
+    pub write_timeout: u64,
+    /// Seconds after SIGTERM for requests in service to finish; then the connections
+    /// left are closed and the snowflake worker id released. Keep it below the
+    /// service manager's stop timeout.
+    #[arg(long, env = "LEAFID_SHUTDOWN_TIMEOUT", default_value_t = 10)]
+    pub shutdown_timeout: u64,
 }
 
 /// `serve --thread-chunk`'s default: a run per thread large enough that the shared

@@ -3,6 +3,7 @@
 mod admin;
 mod cli;
 mod config;
+mod connections;
 mod http;
 #[cfg(test)]
 mod http_props;

@@ -1,11 +1,13 @@
 //! `leafid serve`: starts the generators, serves the routes, shuts down gracefully.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use leafid::SnowflakeGenerator;
 
 use crate::cli::ServeArgs;
 use crate::config::{self, ServeConfig};
+use crate::connections;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
 use crate::store;
@@ -35,7 +37,8 @@ pub fn resolve(args: &ServeArgs) -> Result<ServeConfig, String> {
 }
 
 /// Runs the server until SIGTERM or SIGINT, then stops accepting, lets requests in
-/// flight finish and releases the snowflake worker id.
+/// flight finish (until `--shutdown-timeout`, then closes the rest) and releases the
+/// snowflake worker id.
 pub async fn run(args: ServeArgs) -> Result<(), String> {
     let config = resolve(&args)?;
     tracing::info!(
@@ -72,6 +75,23 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         snowflake: snowflake.clone(),
         metrics,
     };
+    let nofile = connections::raise_fd_limit();
+    let limits = connections::Limits {
+        max_connections: args.max_connections,
+        header_timeout: Duration::from_secs(args.header_timeout),
+        write_timeout: Duration::from_secs(args.write_timeout),
+        shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+    };
+    let cap = connections::connection_cap(limits.max_connections, nofile);
+    if cap < limits.max_connections {
+        tracing::warn!(
+            nofile,
+            "--max-connections {} lowered to {cap}: the fd limit ({nofile}) keeps {} for the \
+             store and registry; raise LimitNOFILE (ulimit -n) to allow more",
+            limits.max_connections,
+            connections::FD_RESERVE
+        );
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -79,16 +99,17 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     tracing::info!(
         segment = segment.is_some(),
         snowflake_worker = snowflake.as_ref().map(|g| g.worker_id()),
+        max_connections = cap,
         "listening on {addr}"
     );
-    // No Nagle delay: every answer is one small write the caller waits for.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, http::router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .map_err(|e| e.to_string())?;
+    connections::serve(
+        listener,
+        http::router(state),
+        limits,
+        cap,
+        shutdown_signal(),
+    )
+    .await;
     if let Some(gen) = snowflake {
         let released = gen.close_async().await;
         tracing::info!(released, "snowflake generator closed");

@@ -32,6 +32,8 @@ fn systemd_unit_verifies_and_runs_unprivileged_with_its_state_and_env_file() {
         "Restart=on-failure",
         "EnvironmentFile=/etc/leafid/leafid.env",
         "ExecStart=/usr/local/bin/leafid serve",
+        // Above the 1 024 a service starts with, which ~1 000 idle clients exhaust.
+        "LimitNOFILE=65536",
     ] {
         assert!(lines.iter().any(|l| l == want), "{want} missing");
     }

@@ -109,6 +109,28 @@ impl Server {
         get(&format!("{}{path}", self.base))
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits up to `limit` for the exit: its success and how long
+    /// it took, or `None` (and a SIGKILL) when it did not exit in time.
+    pub fn stop_within(&mut self, limit: Duration) -> Option<(bool, Duration)> {
+        let start = std::time::Instant::now();
+        // SAFETY: kill(2) on our own child's pid (not yet reaped); no memory is involved.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        while start.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some((status.success(), start.elapsed()));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        None
+    }
+
     /// Sends SIGTERM and waits for the exit; returns the exit status's success.
     pub fn stop(mut self) -> bool {
         self.terminate()

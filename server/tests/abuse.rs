@@ -318,3 +318,30 @@ fn silent_idle_and_unread_connections_are_closed_by_their_timeouts() {
         batch.map(|b| b.len())
     );
 }
+
+/// A batch larger than a stream chunk (4 096 ids), across many segments, comes whole:
+/// every id once, increasing, in either mode.
+#[test]
+fn streamed_batches_are_complete_unique_and_increasing() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    for args in [
+        vec!["init", "--url", &url],
+        vec!["create-tag", "--url", &url, "t", "--step", "1000"],
+    ] {
+        let out = leafid().args(&args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let server = Server::start(&["--url", &url, "--snowflake", "fixed:2"]);
+    for path in ["/api/segment/get/t", "/api/snowflake/get/t"] {
+        let (status, ctype, body) = server.get(&format!("{path}?count=20000"));
+        assert_eq!(status, 200, "{path}: {body}");
+        assert!(ctype.starts_with("text/plain"), "{ctype}");
+        let ids: Vec<i64> = body.lines().map(|l| l.parse().unwrap()).collect();
+        assert_eq!(ids.len(), 20_000, "{path}");
+        assert!(
+            ids.windows(2).all(|w| w[0] < w[1]),
+            "{path}: not increasing"
+        );
+    }
+}

@@ -436,6 +436,34 @@ mod tests {
         assert!(!format!("{c:?}").contains("p%40ss"));
     }
 
+    /// Issue 28: IPv6 literal hosts in the JDBC URL and the ZooKeeper address keep their
+    /// brackets, and the core reads the URLs made of them.
+    #[test]
+    fn ipv6_literal_hosts_become_core_urls_the_core_reads() {
+        for (jdbc, url) in [
+            (
+                "jdbc:mysql://[::1]:3306/leaf?useUnicode=true",
+                "mysql://root:pw@[::1]:3306/leaf",
+            ),
+            (
+                "jdbc:postgresql://[fd00::2]:5432/leaf?sslmode=disable",
+                "postgres://root:pw@[fd00::2]:5432/leaf?sslmode=disable",
+            ),
+        ] {
+            let c = from_properties(&format!(
+                "leaf.jdbc.url={jdbc}\nleaf.jdbc.username=root\nleaf.jdbc.password=pw\n\
+                 leaf.snowflake.zk.address=[::1]:2181,[::1]:2182\nleaf.snowflake.port=8080\n\
+                 leaf.name=leaf\n"
+            ))
+            .unwrap();
+            assert_eq!(c.segment_url.as_deref(), Some(url));
+            leafid::segment::store::open(url).unwrap();
+            let zk = c.snowflake_url.unwrap();
+            assert_eq!(zk, "zookeeper://[::1]:2181,[::1]:2182/leaf?port=8080");
+            leafid::snowflake::registry::RegistryConfig::parse(&zk).unwrap();
+        }
+    }
+
     #[test]
     fn modes_default_to_enabled_and_can_be_switched_off() {
         let c = from_properties("leaf.segment.enable=false\nleaf.snowflake.enable=false").unwrap();

@@ -3,7 +3,7 @@
 //! database of the test's own (`support::own_database`).
 //!
 //! Least privilege: once the admin's first start has made the tables, a user with
-//! `SELECT, INSERT, UPDATE, DELETE` only starts every database registry (`mysql://?port=`,
+//! `SELECT, INSERT, UPDATE` only starts every database registry (`mysql://?port=`,
 //! `mysql://?pool=`, `postgres://?pool=`, `postgres://?port=`); with the tables missing
 //! it is told, at once, to grant CREATE, as `AccessDenied`, never as an outage to retry.
 //!

@@ -1,7 +1,7 @@
 //! A database of a test's own on the shared MariaDB (`LEAFID_MYSQL_URL`) or PostgreSQL
 //! (`LEAFID_PG_URL`), made by the admin of those URLs, with a user of its own that has
-//! the DML grants only (`SELECT, INSERT, UPDATE, DELETE`, no `CREATE`), as shops run
-//! servers. Dropped, user and all, when the value is dropped.
+//! the DML grants docs/errors.md lists (`SELECT, INSERT, UPDATE`, no `CREATE`), as
+//! shops run servers. Dropped, user and all, when the value is dropped.
 //!
 //! On PostgreSQL 15+ no role but the owner may create in `public`, and the grants on
 //! tables the admin creates later reach the user through `ALTER DEFAULT PRIVILEGES`;
@@ -84,7 +84,7 @@ impl OwnDatabase {
                     "DROP DATABASE IF EXISTS `{name}`; CREATE DATABASE `{name}`; \
                      DROP USER IF EXISTS '{name}'@'%'; \
                      CREATE USER '{name}'@'%' IDENTIFIED BY '{PASSWORD}'; \
-                     GRANT SELECT, INSERT, UPDATE, DELETE ON `{name}`.* TO '{name}'@'%'"
+                     GRANT SELECT, INSERT, UPDATE ON `{name}`.* TO '{name}'@'%'"
                 ),
             ),
             Server::Postgres => {
@@ -108,7 +108,7 @@ impl OwnDatabase {
                     &format!(
                         "REVOKE CREATE ON SCHEMA public FROM PUBLIC; \
                          ALTER DEFAULT PRIVILEGES IN SCHEMA public \
-                         GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO {name}"
+                         GRANT SELECT, INSERT, UPDATE ON TABLES TO {name}"
                     ),
                 );
             }

@@ -191,8 +191,9 @@ impl Ring {
     /// meet on the cursor once per chunk. The chunk stops at the segment's end (never
     /// crosses it: the rest of the add is an overshoot, refused to everyone, see the
     /// module docs); a spent segment is refused without adding, as in `take_one`.
+    /// Also returns the cursor word the chunk starts at (see [`word`](Self::word)).
     #[inline]
-    pub fn take_chunk(&self, n: u64) -> Option<Taken> {
+    pub fn take_chunk(&self, n: u64) -> Option<(Taken, u64)> {
         // Acquire: as in `take_one`.
         let (gen, off) = split(self.cursor.load(Ordering::Acquire));
         let (base, len, preload_at) = self.read(gen)?;
@@ -200,7 +201,8 @@ impl Ring {
             return None;
         }
         // Acquire: as in `take_one`.
-        let (gen2, off) = split(self.cursor.fetch_add(n, Ordering::Acquire));
+        let at = self.cursor.fetch_add(n, Ordering::Acquire);
+        let (gen2, off) = split(at);
         let (base, len, preload_at) = if gen2 == gen {
             (base, len, preload_at)
         } else {
@@ -210,11 +212,28 @@ impl Ring {
             return None;
         }
         let count = n.min(len - off);
-        Some(Taken {
+        let taken = Taken {
             first: base + off as i64,
             count,
             wants_preload: off + count > preload_at,
-        })
+        };
+        Some((taken, at))
+    }
+
+    /// The cursor word now, for the chunked form's hot path (`thread_chunk.rs`), which
+    /// asks before each id of a chunk how far the cursor has moved past it (from the
+    /// word [`take_chunk`](Self::take_chunk) returned), to give the chunk up once
+    /// others have moved far past it. The cursor of another generation is at least
+    /// [`MAX_SEGMENT_LEN`] past any word of the one before (offsets stay below twice
+    /// that, see the module docs).
+    #[inline(always)]
+    pub fn word(&self) -> u64 {
+        // Relaxed: only this one atomic is read, and coherence alone gives what the
+        // caller needs: a take that happened before this load (e.g. another thread's,
+        // whose call returned before this thread's call began) is seen by it, or a
+        // later value. Nothing else is read through it. A plain load, no RMW: the line
+        // is shared, not taken from the threads that add to it.
+        self.cursor.load(Ordering::Relaxed)
     }
 
     /// Takes up to `n` consecutive ids from the current segment without overshooting.
@@ -408,10 +427,15 @@ mod tests {
         let ring = Ring::new();
         ring.publish(1, 10, 5, 1, 5);
         ring.point_at(1);
-        let t = ring.take_chunk(3).unwrap();
-        assert_eq!((t.first, t.count, t.wants_preload), (10, 3, true));
-        let t = ring.take_chunk(3).unwrap();
+        let (t, at) = ring.take_chunk(3).unwrap();
+        assert_eq!(
+            (t.first, t.count, t.wants_preload, at),
+            (10, 3, true, 1 << OFFSET_BITS)
+        );
+        assert_eq!(ring.word() - at, 3, "its own add");
+        let (t, _) = ring.take_chunk(3).unwrap();
         assert_eq!((t.first, t.count), (13, 2), "cut at the end");
+        assert_eq!(ring.word() - at, 6);
         assert!(ring.take_chunk(3).is_none());
         assert_eq!(
             ring.position(),
@@ -421,9 +445,10 @@ mod tests {
         ring.publish(2, 20, 5, u64::MAX, 5);
         ring.point_at(2);
         assert_eq!(
-            ring.take_chunk(2).map(|t| (t.first, t.count)),
+            ring.take_chunk(2).map(|(t, _)| (t.first, t.count)),
             Some((20, 2))
         );
+        assert!(ring.word() - at >= MAX_SEGMENT_LEN, "another generation");
     }
 
     #[test]

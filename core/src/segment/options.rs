@@ -55,9 +55,11 @@ pub struct SegmentOptions {
     /// shared cursor once per chunk instead of once per id, so single-id calls
     /// (`next_id`, `try_next_id`, `next_id_now`, the first attempt of `next_id_async`)
     /// scale with threads; each thread's ids still increase, but ids of different
-    /// threads are no longer in call order, and a thread that exits (or the thread
-    /// that forks, in the child) leaves the rest of its chunk unused: a gap, never a
-    /// reuse. A thread's chunk grows from 1 id, doubling per chunk, up to this size;
+    /// threads are no longer in call order: a later call on another thread may get a
+    /// smaller id, by less than this size × the threads issuing from the tag (a chunk
+    /// the tag's cursor has moved further past is given up). A thread that exits (or the
+    /// thread that forks, in the child), and a chunk given up, leave the rest of the
+    /// chunk unused: a gap, never a reuse. A thread's chunk grows from 1 id, doubling per chunk, up to this size;
     /// at most [`MAX_THREAD_CHUNK`](crate::segment::MAX_THREAD_CHUNK). See `docs/segment.md`,
     /// "Order", for what each form guarantees.
     pub thread_chunk: u64,

@@ -45,8 +45,12 @@ pub(super) struct TagBuffer {
     /// [`SegmentOptions::thread_chunk`]: crate::SegmentOptions::thread_chunk
     pub(super) chunk: u64,
     /// The key threads' chunks of this buffer are kept under (`thread_chunk.rs`),
-    /// replaced on close and in a forked child so that no chunk taken before is used.
+    /// replaced at each segment switch, on close and in a forked child so that no chunk
+    /// taken before is used ([`renew_chunks`](Self::renew_chunks)).
     pub(super) chunk_key: AtomicU64,
+    /// The threads that took a chunk under the current key, one bit each
+    /// (`thread_chunk::count_thread`): how long a chunk may trail the cursor.
+    pub(super) chunk_threads: AtomicU64,
     /// While the store fails: no refill before this time (ms); 0 when healthy.
     pub(super) retry_at: AtomicI64,
     pub(super) state: Mutex<SlowState>,
@@ -92,6 +96,7 @@ impl TagBuffer {
             epoch: AtomicU64::new(epoch),
             chunk,
             chunk_key: AtomicU64::new(thread_chunk::new_key()),
+            chunk_threads: AtomicU64::new(0),
             retry_at: AtomicI64::new(0),
             state: Mutex::new(SlowState::default()),
             changed: Condvar::new(),
@@ -168,10 +173,9 @@ impl TagBuffer {
         // them. Leaked, not dropped: dropping would touch their wakers.
         std::mem::forget(std::mem::take(&mut st.woken));
         // The chunk the forking thread inherited is the parent's, which keeps issuing
-        // it: a new key, so no thread of this process ever takes from it. Relaxed:
-        // published by the epoch's Release below.
-        self.chunk_key
-            .store(thread_chunk::new_key(), Ordering::Relaxed);
+        // it: a new key, so no thread of this process ever takes from it. Published by
+        // the epoch's Release below.
+        self.renew_chunks();
         // Release, last: publishes the forgotten slots, the moved cursor and the new
         // chunk key to every thread that Acquire-loads the new epoch in `fresh`.
         self.epoch.store(runtime::fork_epoch(), EPOCH_PUBLISH);
@@ -188,12 +192,23 @@ impl TagBuffer {
         // No slot ever holds CLOSED_GEN, so every take fails and goes to the slow
         // path, which answers `Closed`.
         self.ring.point_at(CLOSED_GEN);
-        // Threads' chunks end too (each thread sees the new key on its next call).
-        // Relaxed: a thread that still sees the old key takes ids reserved before the
-        // close, as a take racing with the close does.
+        // Threads' chunks end too (each thread sees the new key on its next call). A
+        // thread that still sees the old key takes ids reserved before the close, as a
+        // take racing with the close does.
+        self.renew_chunks();
+        self.wake(&st);
+    }
+
+    /// Threads' chunks of this buffer are never used again: a new key, and no thread
+    /// counted under it yet. Called under the lock, at a segment switch, a close, and
+    /// in a forked child.
+    pub(super) fn renew_chunks(&self) {
+        // Relaxed, both: what must be seen with them is published by the caller (the
+        // cursor's swap at a switch or close, the epoch in a forked child), and a thread
+        // that still sees the old key takes only ids reserved before.
         self.chunk_key
             .store(thread_chunk::new_key(), Ordering::Relaxed);
-        self.wake(&st);
+        self.chunk_threads.store(0, Ordering::Relaxed);
     }
 
     /// Ids taken from the current segment (none when no slot holds it).

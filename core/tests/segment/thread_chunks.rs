@@ -315,3 +315,57 @@ fn an_idle_threads_old_chunk_is_given_up_when_the_segment_switches() {
         "this thread came back with {next}, below {others_last} another thread issued since"
     );
 }
+
+/// Issue 28, item 3: within one long segment (step 1 000 000, no switch to give chunks
+/// up), a thread that paused with part of its chunk must not come back with ids far
+/// below what another thread issued meanwhile. Before, it did: 500 057 below after the
+/// other thread's 500 000 ids, where docs/segment.md promises less than `n` × threads.
+#[test]
+fn an_idle_thread_trails_another_by_less_than_a_chunk_per_thread_in_a_long_segment() {
+    const CHUNK: u64 = 64;
+    const THREADS: i64 = 2;
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let opts = SegmentOptions::default().thread_chunk(CHUNK);
+    let gen = SegmentGenerator::connect_blocking(&url, opts).unwrap();
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.create_tag("t", 1, 1_000_000, "").await }).unwrap();
+    let h = gen.tag("t").unwrap();
+    // This thread's chunks grow 1, 2, 4, … 64: after 100 ids it holds 28 unused.
+    let mut mine = (0..100).map(|_| h.next_id().unwrap()).collect::<Vec<_>>();
+    // One other thread (so two threads take chunks) issues while this one is idle: a
+    // little (less than the bound, so this thread may keep its chunk), then ever more,
+    // all inside one segment. Each burst's last id comes back before this thread's call.
+    let (bursts, burst_rx) = std::sync::mpsc::channel::<usize>();
+    let (lasts_tx, lasts) = std::sync::mpsc::channel();
+    let other = h.clone();
+    let worker = std::thread::spawn(move || {
+        for burst in burst_rx {
+            let last = (0..burst).map(|_| other.next_id().unwrap()).max().unwrap();
+            lasts_tx.send(last).unwrap();
+        }
+    });
+    let mut trails = vec![];
+    for burst in [10, 100, 1_000, 10_000, 500_000] {
+        bursts.send(burst).unwrap();
+        let others_last = lasts.recv().unwrap();
+        let next = h.next_id().unwrap();
+        trails.push((burst, others_last - next));
+        mine.push(next);
+    }
+    drop(bursts);
+    worker.join().unwrap();
+    assert!(
+        trails.iter().all(|(_, t)| *t < CHUNK as i64 * THREADS),
+        "(other thread's ids, how far this thread's next id came below its last): \
+         {trails:?}; the bound is {CHUNK} × {THREADS} threads"
+    );
+    assert!(
+        mine.windows(2).all(|w| w[0] < w[1]),
+        "this thread's ids increase"
+    );
+    assert!(
+        *mine.last().unwrap() < 1_000_000,
+        "all in the first segment: no switch gave the chunk up"
+    );
+}

@@ -1,7 +1,7 @@
 //! Model checks of the ring under loom: every interleaving (up to the preemption bound)
 //! of takers, the switch to the next generation, publishing into a slot a stale taker
-//! may still read, and clamping. Run with
-//! `RUSTFLAGS="--cfg leafid_loom" CARGO_TARGET_DIR=target/loom cargo test -p leafid --release --lib loom`.
+//! may still read, clamping, and the chunked form's check of how far the cursor moved.
+//! Run with `RUSTFLAGS="--cfg leafid_loom" CARGO_TARGET_DIR=target/loom cargo test -p leafid --release --lib loom`.
 
 use super::*;
 use loom::sync::Arc;
@@ -221,16 +221,16 @@ fn loom_a_chunk_taken_across_a_segment_switch_shares_no_id() {
         ring.publish(2, 20, 4, u64::MAX, 4);
         let taker = {
             let ring = ring.clone();
-            thread::spawn(move || ring.take_chunk(3))
+            thread::spawn(move || ring.take_chunk(3).map(|(t, _)| t))
         };
         let mut chunks = vec![];
         loop {
             match ring.take_chunk(2) {
-                Some(t) => chunks.push(t),
+                Some((t, _)) => chunks.push(t),
                 None => {
                     ring.point_at(2);
                     ring.clamp();
-                    chunks.extend(ring.take_chunk(2));
+                    chunks.extend(ring.take_chunk(2).map(|(t, _)| t));
                     break;
                 }
             }
@@ -263,7 +263,7 @@ fn loom_a_child_never_issues_from_a_chunk_taken_before_the_fork() {
         ring.point_at(1);
         let (key, epoch) = (Arc::new(AtomicU64::new(1)), Arc::new(AtomicU64::new(0)));
         // Taken before the fork, under key 1; the parent keeps issuing it.
-        let chunk = ring.take_chunk(4).unwrap();
+        let (chunk, _) = ring.take_chunk(4).unwrap();
         let forgetter = {
             let (ring, key, epoch) = (ring.clone(), key.clone(), epoch.clone());
             thread::spawn(move || {
@@ -281,5 +281,56 @@ fn loom_a_child_never_issues_from_a_chunk_taken_before_the_fork() {
         };
         forgetter.join().unwrap();
         assert_eq!(issued, None, "issued from the parent's chunk {chunk:?}");
+    });
+}
+
+/// The chunked form's order bound (`thread_chunk.rs`): a thread holding a chunk makes
+/// a call after another thread's takes (seen here through a flag, as a call that began
+/// after another returned sees it). It hands out its chunk's next id only while the
+/// cursor is at most a lead past it, read with a Relaxed load ([`Ring::word`]);
+/// coherence makes that load see every take before the flag, so the id trails those
+/// takes by less than the lead. A stale read would let it hand out 10 after 17.
+#[test]
+fn loom_an_id_from_a_chunk_trails_the_takes_before_its_call_by_less_than_the_lead() {
+    model(|| {
+        // Past the chunk's next id (10): its own 4, then one of the other's chunks.
+        const LEAD: u64 = 6;
+        let ring = Arc::new(Ring::new());
+        ring.publish(1, 10, 16, u64::MAX, 16);
+        ring.point_at(1);
+        let (chunk, at) = ring.take_chunk(4).unwrap();
+        // 1 + the other thread's last id, once it is done.
+        let done = Arc::new(AtomicI64::new(0));
+        let other = {
+            let (ring, done) = (ring.clone(), done.clone());
+            thread::spawn(move || {
+                let mut ids = vec![];
+                for _ in 0..2 {
+                    let (t, _) = ring.take_chunk(2).unwrap();
+                    ids.extend(t.first..t.first + t.count as i64);
+                }
+                // Release: the call "returns" after its takes.
+                done.store(ids.last().unwrap() + 1, Ordering::Release);
+                ids
+            })
+        };
+        // Acquire: this call begins after the other's returned, when it sees the flag.
+        let others_end = done.load(Ordering::Acquire);
+        let mine = if ring.word() - at <= LEAD {
+            chunk.first
+        } else {
+            ring.take_chunk(1).unwrap().0.first
+        };
+        let mut all = other.join().unwrap();
+        if others_end != 0 {
+            let trail = others_end - 1 - mine;
+            assert!(
+                trail < LEAD as i64,
+                "{mine} came {trail} below {}",
+                others_end - 1
+            );
+        }
+        all.push(mine);
+        assert_unique(&mut all);
     });
 }

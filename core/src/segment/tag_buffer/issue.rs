@@ -45,15 +45,16 @@ impl TagBuffer {
     }
 
     /// The chunked form's hot path (`thread_chunk.rs`): the next id of this thread's
-    /// chunk, or a new chunk from the current segment with one atomic add. `None` once
-    /// the segment is spent: the slow path then takes a single id (and switches), and
-    /// the next call starts a chunk from the new segment. Call after `fresh`.
+    /// chunk, or a new chunk from the current segment with one atomic add (also when
+    /// the cursor moved too far past the old one: the order bound). `None` once the
+    /// segment is spent: the slow path then takes a single id (and switches), and the
+    /// next call starts a chunk from the new segment. Call after `fresh`.
     #[inline(always)]
     fn try_next_id_chunked(self: &Arc<Self>, loader: &Arc<Loader>) -> Option<i64> {
         // Relaxed: after `fresh`'s Acquire, which orders it after the key a forked
         // child's `forget_parent` stored.
         let key = self.chunk_key.load(Ordering::Relaxed);
-        match thread_chunk::take(key) {
+        match thread_chunk::take(key, &self.ring) {
             Some(id) => Some(id),
             None => self.new_chunk(key, loader),
         }
@@ -63,12 +64,23 @@ impl TagBuffer {
     #[inline(never)]
     fn new_chunk(self: &Arc<Self>, key: u64, loader: &Arc<Loader>) -> Option<i64> {
         let size = thread_chunk::next_size(key, self.chunk);
-        let t = self.ring.take_chunk(size)?;
+        let (t, at) = self.ring.take_chunk(size)?;
         if t.wants_preload {
             self.maybe_preload(loader);
         }
+        // Counted after the take: a take in a new segment comes after its switch
+        // cleared the set (Acquire on the cursor), so this thread is counted in it.
+        let threads = thread_chunk::count_thread(&self.chunk_threads);
+        let lead = thread_chunk::lead(self.chunk, threads);
         // Cannot overflow: the chunk lies inside a segment.
-        thread_chunk::keep(key, t.first + 1, t.first + t.count as i64, size);
+        thread_chunk::keep(
+            key,
+            t.first + 1,
+            t.first + t.count as i64,
+            at + 1,
+            size,
+            lead,
+        );
         Some(t.first)
     }
 
@@ -110,7 +122,8 @@ impl TagBuffer {
         if self.chunk != 0 && self.fresh() {
             // Relaxed: as in `try_next_id_chunked`.
             let key = self.chunk_key.load(Ordering::Relaxed);
-            if let Some((first, count)) = thread_chunk::take_run(key, out.len() as u64) {
+            if let Some((first, count)) = thread_chunk::take_run(key, &self.ring, out.len() as u64)
+            {
                 let run = Taken {
                     first,
                     count,
@@ -146,10 +159,11 @@ impl TagBuffer {
             // and before its later ones (docs/segment.md, "Order"): from its chunk when
             // the chunk holds them all; else the chunk is given up (a gap), so its later
             // ids come from a new chunk above whatever this batch takes, here or on the
-            // runtime from the shared cursor.
+            // runtime from the shared cursor. (A chunk the cursor moved too far past is
+            // refused here as by a single take.)
             // Relaxed: as in `try_next_id_chunked`.
             let key = self.chunk_key.load(Ordering::Relaxed);
-            if let Some(first) = thread_chunk::take_exact_run(key, n as u64) {
+            if let Some(first) = thread_chunk::take_exact_run(key, &self.ring, n as u64) {
                 let mut out = vec![0; n];
                 write_run(
                     &mut out,

@@ -133,16 +133,18 @@ impl TagBuffer {
                     st.gen += 1;
                     // Release: pairs with the Acquire loads of the flag.
                     self.ring.next.store(NEXT_NONE, Ordering::Release);
-                    self.ring.point_at(st.gen);
                     if self.chunk != 0 {
                         // Threads' chunks of the spent segment are given up (a gap of at
-                        // most one chunk each), so a thread idle for many segments does
-                        // not come back with ids far below everyone's: how far one
-                        // thread's ids trail another's stays within a chunk per thread.
-                        // Relaxed: as the other writers of the key.
-                        self.chunk_key
-                            .store(crate::segment::thread_chunk::new_key(), Ordering::Relaxed);
+                        // most one chunk each: they lie in a segment no one takes from
+                        // any more), and the new segment counts its threads afresh (for
+                        // the order bound, `thread_chunk.rs`). Before the switch, which
+                        // publishes both to every thread that takes from the new segment.
+                        // Within a segment, a chunk is given up once the cursor is more
+                        // than `n` × threads past it, so an id from a chunk trails every
+                        // id taken before its call by less than that, idle or not.
+                        self.renew_chunks();
                     }
+                    self.ring.point_at(st.gen);
                     continue;
                 }
                 NEXT_NONE => {

@@ -255,7 +255,11 @@ where
 }
 
 /// Runs `fut` on the background runtime and awaits it from the caller's runtime, so
-/// connections always live on the runtime that outlives the call.
+/// connections always live on the runtime that outlives the call. A caller that stops
+/// awaiting does not stop `fut`: it runs to its end, for work that must not stop at an
+/// arbitrary await (acquiring a worker id; a segment wait, which lets go of its
+/// notification under the tag's lock so that a fork never copies that lock held).
+/// Snowflake issuing, which may stop anywhere, uses [`run_cancellable`].
 pub async fn run<F>(fut: F) -> F::Output
 where
     F: Future + Send + 'static,
@@ -264,6 +268,31 @@ where
     match handle().spawn(fut).await {
         Ok(v) => v,
         Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// [`run`] for work that is safe to stop at any await point: dropping the returned
+/// future (a cancelled `await`, a timeout, Python's `Task.cancel`) aborts `fut` on the
+/// runtime too, so a batch nobody waits for stops reserving ids.
+pub async fn run_cancellable<F>(fut: F) -> F::Output
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    /// Aborts the task when dropped before it finished (a no-op once it finished).
+    struct AbortOnDrop(tokio::task::AbortHandle);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let task = handle().spawn(fut);
+    let _abort = AbortOnDrop(task.abort_handle());
+    match task.await {
+        Ok(v) => v,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // `_abort` aborts it only once nobody awaits this; else as `block_on`.
+        Err(e) => panic!("leafid: a background task was cancelled: {e}"),
     }
 }
 

@@ -123,7 +123,7 @@ impl SnowflakeGenerator {
     ///
     /// The blocking call, for threaded callers: almost always lock-free and without a
     /// syscall, but when the heartbeat is late it persists a bound itself (waiting for
-    /// the registry, bounded by its timeouts), it sleeps out a small backward clock step
+    /// the heartbeat's persist and the registry at most 10 s in all), it sleeps out a small backward clock step
     /// (up to twice `max_backward`), and in a forked child it acquires the child's own
     /// worker id. Use [`next_id_now`](Self::next_id_now) where no wait is acceptable
     /// and [`next_id_async`](Self::next_id_async) to wait without a thread.
@@ -251,6 +251,17 @@ impl SnowflakeGenerator {
         self.fill_with(out, |core, stall| core.stalled_now(stall))
     }
 
+    /// [`fill`](Self::fill) that never waits on I/O: a spent millisecond is slept out
+    /// (the thread is held, not a CPU), and anything needing the registry fails at once
+    /// as in [`next_id_now`](Self::next_id_now), the work going on in the background.
+    /// No size limit beyond what sleeping through the milliseconds costs the caller's
+    /// thread. For bindings that take a big batch in chunks off their interpreter lock
+    /// and wait for the registry in their own interruptible way (Python's `next_ids`).
+    /// On error the ids already written are valid but `out` is only partly filled.
+    pub fn fill_paced(&self, out: &mut [i64]) -> Result<()> {
+        self.fill_with(out, |core, stall| core.stalled_paced(stall))
+    }
+
     /// The most ids [`next_ids_now`](Self::next_ids_now) and [`fill_now`](Self::fill_now)
     /// take under this generator's layout: [`SYNC_BATCH_MS`](crate::limits::SYNC_BATCH_MS)
     /// milliseconds of the batches' share of the sequence (24 576 ids in Leaf's layout,
@@ -277,7 +288,7 @@ impl SnowflakeGenerator {
             if let Ok(id) = gen.attempt() {
                 return Ok(id);
             }
-            runtime::run(async move {
+            runtime::run_cancellable(async move {
                 let core = gen.inner.core.clone();
                 let deadline = tokio::time::Instant::now() + MAX_ASYNC_WAIT;
                 loop {
@@ -313,18 +324,28 @@ impl SnowflakeGenerator {
             if filled == n {
                 return Ok(out);
             }
-            runtime::run(gen.fill_rest_async(out, filled)).await
+            runtime::run_cancellable(gen.fill_rest_async(out, filled, MAX_ASYNC_WAIT)).await
         }
     }
 
     /// Fills `out[filled..]` on the core's runtime, waiting out stalls as
-    /// [`next_id_async`](Self::next_id_async) does.
-    async fn fill_rest_async(self, mut out: Vec<i64>, mut filled: usize) -> Result<Vec<i64>> {
+    /// [`next_id_async`](Self::next_id_async) does. `wait` bounds a wait without
+    /// progress, not the batch: each run of ids reserved starts it afresh (a maximal
+    /// batch in a layout with a short sequence, or beside other batches, takes longer).
+    async fn fill_rest_async(
+        self,
+        mut out: Vec<i64>,
+        mut filled: usize,
+        wait: Duration,
+    ) -> Result<Vec<i64>> {
         let core = self.inner.core.clone();
-        let deadline = tokio::time::Instant::now() + MAX_ASYNC_WAIT;
+        let mut deadline = tokio::time::Instant::now() + wait;
         while filled < out.len() {
             match self.reserve_into(&mut out[filled..]) {
-                Ok(k) => filled += k,
+                Ok(k) => {
+                    filled += k;
+                    deadline = tokio::time::Instant::now() + wait;
+                }
                 Err(stall) => core.stalled_async(stall, deadline).await?,
             }
         }
@@ -394,5 +415,32 @@ impl SnowflakeGenerator {
     /// with [`Error::Closed`](crate::Error::Closed). Dropping the last clone closes without waiting at all.
     pub fn close(&self) {
         self.close_within(DEFAULT_CLOSE_WAIT);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RegistryConfig;
+
+    /// Issue 29 review: an async batch's wait bounds a stall, not the batch. With no
+    /// wait left at all, a batch spanning several milliseconds still completes while
+    /// the clock runs (before: `ClockMovedBackwards { offset_ms: 0 }` at the first
+    /// spent millisecond past the deadline, so three concurrent maximal batches in the
+    /// JS-safe layout failed at 10 s).
+    #[test]
+    fn an_async_batch_outlives_its_wait_while_the_clock_runs() {
+        let cache = tempfile::tempdir().unwrap();
+        let sf = SnowflakeGenerator::builder()
+            .registry(RegistryConfig::Fixed(1))
+            .cache_dir(cache.path())
+            .build_blocking()
+            .unwrap();
+        // About seven milliseconds of the batches' share in Leaf's layout.
+        let n = 20_000;
+        let ids =
+            runtime::block_on(sf.clone().fill_rest_async(vec![0; n], 0, Duration::ZERO)).unwrap();
+        assert!(ids.windows(2).all(|p| p[0] < p[1]));
+        sf.close();
     }
 }

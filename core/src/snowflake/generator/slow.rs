@@ -87,6 +87,18 @@ impl Core {
         }
     }
 
+    /// The slow path of a paced batch (`fill_paced`): a spent millisecond is slept out
+    /// as in [`stalled_batch`](Self::stalled_batch), anything needing the registry as
+    /// in [`stalled_now`](Self::stalled_now) (started in the background; the caller
+    /// fails at once and may wait elsewhere, as Python's interruptible wait does).
+    #[cold]
+    pub(super) fn stalled_paced(self: &Arc<Self>, stall: Stall) -> Result<()> {
+        match stall {
+            Stall::Spent { last } => counted(self.sleep_next_ms(last), Mode::Snowflake),
+            _ => self.stalled_now(stall),
+        }
+    }
+
     fn stalled_sync(self: &Arc<Self>, stall: Stall, wait: Wait) -> Result<()> {
         match stall {
             Stall::Shut { now } => self.reopen(now, wait),
@@ -124,16 +136,18 @@ impl Core {
             Stall::Overflow => Err(self.overflow()),
             // A timer, never a spin: this runs on the runtime's two threads, which
             // refills and heartbeats need. Spinning out each spent millisecond there,
-            // maximal batches took them from segment refills, which then failed. A clock
-            // that stands still is waited for until the deadline.
+            // maximal batches took them from segment refills, which then failed. Only a
+            // clock that stands still fails, after STALL_LIMIT_MS in this millisecond
+            // (as `sleep_next_ms`), never the caller's deadline: that bounds waits for
+            // the registry, and a long batch outlives it while the clock runs.
             Stall::Spent { last } => {
-                if self.clock.now_millis() - self.shape.epoch_ms != last {
-                    return Ok(());
+                let stuck_since = tokio::time::Instant::now();
+                while self.clock.now_millis() - self.shape.epoch_ms == last {
+                    if stuck_since.elapsed() >= Duration::from_millis(STALL_LIMIT_MS.into()) {
+                        return Err(Error::ClockMovedBackwards { offset_ms: 0 });
+                    }
+                    tokio::time::sleep(NEXT_TICK).await;
                 }
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(Error::ClockMovedBackwards { offset_ms: 0 });
-                }
-                tokio::time::sleep(NEXT_TICK).await;
                 Ok(())
             }
             Stall::Behind { last, ts } => {

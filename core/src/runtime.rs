@@ -27,6 +27,9 @@ static RUNTIME: AtomicPtr<Slot> = AtomicPtr::new(std::ptr::null_mut());
 extern "C" fn after_fork_in_child() {
     FORK_EPOCH.fetch_add(1, Ordering::SeqCst);
     release_fork_locks();
+    // Locks other threads held for a moment (a statefulset renew): the child must not
+    // keep them if the parent dies holding them.
+    crate::snowflake::registry::host_lock::close_inherited_in_flight();
 }
 
 /// A lock that a fork() must not copy while another thread holds it: the child has

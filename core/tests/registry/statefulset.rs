@@ -510,3 +510,157 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
         .unwrap()
         .block_on(f)
 }
+
+/// Issue 28 review, item 1: a renew whose volume hangs far past every call limit (25 s)
+/// must not hold the id callers. The renew's file I/O used to run on one of the core
+/// runtime's two threads, so the 10 s limit on a registry call never fired and the
+/// callers waited on the lease behind it: blocking `next_id` and `next_id_async` took
+/// 23 s. Now each fails within its documented wait (10 s: `MAX_ASYNC_WAIT`, and the
+/// registry call limit for a blocking call), and `next_id_now` never waits. The
+/// bounds asserted are generous (the limit plus 2 s): they only catch that hang.
+#[test]
+fn a_hung_floor_volume_holds_no_id_caller_past_its_limit() {
+    use leafid::snowflake::registry::statefulset::fault;
+    use std::time::Instant;
+    let floor = tempfile::tempdir().unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let registry =
+        StatefulsetRegistry::new(StatefulsetConfig::new("orders-636").floor_dir(floor.path()))
+            .unwrap();
+    let gen = SnowflakeGenerator::builder()
+        .custom_registry(Arc::new(registry))
+        .cache_dir(cache.path())
+        .heartbeat(Duration::from_millis(200))
+        .lookahead(Duration::from_millis(1_500))
+        // Only shortens the start-up wait (no recorded floor: skew plus 1 s).
+        .max_skew(Duration::from_millis(100))
+        .build_blocking()
+        .unwrap();
+    gen.next_id().unwrap();
+    fault::stall_writes(floor.path(), Duration::from_secs(25), 1);
+    // Until the limit (1.5 s ahead of the last persisted bound) runs out, then on.
+    let since = Instant::now();
+    loop {
+        let call = Instant::now();
+        let r = gen.next_id_now();
+        assert!(
+            call.elapsed() < Duration::from_secs(1),
+            "next_id_now waited {:?}",
+            call.elapsed()
+        );
+        if r.is_err() {
+            break;
+        }
+        assert!(
+            since.elapsed() < Duration::from_secs(5),
+            "the limit never ran out"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(fault::stalls_begun(floor.path()), 1);
+    let limit = Duration::from_secs(10) + Duration::from_secs(2);
+    let blocking = {
+        let gen = gen.clone();
+        std::thread::spawn(move || {
+            let call = Instant::now();
+            (gen.next_id(), call.elapsed())
+        })
+    };
+    let call = Instant::now();
+    let async_result = block_on(gen.next_id_async());
+    let async_took = call.elapsed();
+    let (blocking_result, blocking_took) = blocking.join().unwrap();
+    assert!(
+        async_took < limit && async_result.is_err(),
+        "next_id_async: {async_result:?} after {async_took:?}"
+    );
+    assert!(
+        blocking_took < limit && blocking_result.is_err(),
+        "next_id: {blocking_result:?} after {blocking_took:?}"
+    );
+    let call = Instant::now();
+    assert!(gen.next_id_now().is_err());
+    assert!(call.elapsed() < Duration::from_secs(1));
+}
+
+/// Issue 28 review, item 2: an NFS or CephFS server may drop the lock of a client that
+/// stopped answering (an NFSv4 lease runs out after 90 s by default) while the client
+/// still has a write queued: another pod locks, checks and writes, then the stalled
+/// write lands over it, and the lock check (inode, link count) still passes. A renew
+/// that took longer than `statefulset::SLOW_RENEW` (5 s) from its lock to the end of
+/// its write is therefore a lost lease, never a raised limit, and the next acquire's
+/// floor covers the limit another pod may have taken meanwhile: the stalled bound moved
+/// on by the time the renew took.
+#[test]
+fn a_renew_slower_than_any_lock_loss_ends_the_lease_and_raises_the_next_floor() {
+    use leafid::snowflake::registry::statefulset::fault;
+    let floor = tempfile::tempdir().unwrap();
+    let config = StatefulsetConfig::new("orders-637").floor_dir(floor.path());
+    let registry = StatefulsetRegistry::new(config).unwrap();
+    let now = leafid_now_ms();
+    let a = block_on(registry.acquire(1023, IssueLimit::closed())).unwrap();
+    block_on(registry.renew(&a, now + 1_000)).unwrap();
+    fault::stall_writes(floor.path(), Duration::from_millis(5_500), 1);
+    match block_on(registry.renew(&a, now + 2_000)) {
+        Err(Error::LeaseLost { worker_id, cause }) => {
+            assert_eq!(worker_id, 637);
+            assert!(cause.contains("took"), "{cause}");
+        }
+        other => panic!("a renew that took 5.5 s raised the limit: {other:?}"),
+    }
+    block_on(registry.release(&a)).unwrap();
+    let b = block_on(registry.acquire(1023, IssueLimit::closed())).unwrap();
+    assert!(
+        b.floor_ms >= now + 2_000 + 5_500,
+        "floor {} does not cover another pod's limit",
+        b.floor_ms - now
+    );
+}
+
+/// Issue 28 review, item 3: a process forked while a renew holds `worker-<n>.lock`
+/// must not keep the lock's descriptor. It shares the open file description, so if
+/// the parent is then SIGKILLed before it unlocks, the child would hold the lock and
+/// every renew of the ordinal would fail with `WorkerIdInUse` until the child exits.
+#[test]
+fn a_child_forked_during_a_renew_keeps_no_copy_of_its_lock() {
+    use leafid::snowflake::registry::statefulset::fault;
+    let floor = tempfile::tempdir().unwrap();
+    let config = StatefulsetConfig::new("orders-638").floor_dir(floor.path());
+    let registry = Arc::new(StatefulsetRegistry::new(config).unwrap());
+    let now = leafid_now_ms();
+    let a = block_on(registry.acquire(1023, IssueLimit::closed())).unwrap();
+    block_on(registry.renew(&a, now + 1_000)).unwrap();
+    fault::stall_writes(floor.path(), Duration::from_millis(1_000), 1);
+    let stalled = {
+        let (registry, a) = (registry.clone(), a.clone());
+        std::thread::spawn(move || block_on(registry.renew(&a, now + 2_000)))
+    };
+    while fault::stalls_begun(floor.path()) == 0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let lock = floor.path().join("worker-638.lock");
+    // SAFETY: fork in a test process; the child only lists its descriptors and _exits.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let kept = std::fs::read_dir("/proc/self/fd")
+            .map(|fds| {
+                fds.flatten()
+                    .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == lock))
+            })
+            .unwrap_or(true);
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(i32::from(kept)) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    stalled.join().unwrap().unwrap();
+    assert!(libc::WIFEXITED(status));
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "the child kept a descriptor of {}",
+        lock.display()
+    );
+}

@@ -4,8 +4,9 @@
 //! next depends on what the caller chose:
 //! - [`Core::stalled`] (`next_id`, `next_ids`, `fill`): the blocking API for threaded
 //!   callers. It may sleep out a small backward clock step and wait for one persist of
-//!   a time bound or one re-acquire after a fork, each bounded by the registry's
-//!   timeouts (and [`REGISTRY_CALL_LIMIT`](super::state::REGISTRY_CALL_LIMIT)).
+//!   a time bound (at most [`REGISTRY_CALL_LIMIT`](super::state::REGISTRY_CALL_LIMIT)
+//!   in all, the wait for the heartbeat's persist included) or one re-acquire after a
+//!   fork, bounded by the registry's timeouts.
 //! - [`Core::stalled_now`] (`next_id_now`, `next_ids_now`): never waits on I/O. Work the
 //!   registry must do (persist a bound, re-acquire after a fork) starts in the
 //!   background, once for all callers, and the caller fails at once with the cause's
@@ -25,7 +26,7 @@ use std::time::Duration;
 
 use super::super::word::{self, Stall};
 use super::session::{persist_locked, start_session};
-use super::state::{skew_of, Core, Failure, Session, NO_REBUILD};
+use super::state::{skew_of, Core, Failure, Session, NO_REBUILD, REGISTRY_CALL_LIMIT};
 use crate::error::{counted, Error, Mode, Result};
 use crate::runtime;
 
@@ -249,7 +250,7 @@ impl Core {
                     return Err(self.renew_error());
                 }
                 match wait {
-                    Wait::Block => runtime::block_on(catch_up(self.clone())),
+                    Wait::Block => runtime::block_on(catch_up(self.clone(), blocking_deadline())),
                     Wait::Never => {
                         self.start_catch_up();
                         Err(self.renew_error())
@@ -279,7 +280,7 @@ impl Core {
             word::Shut::LeaseLost => (ASYNC_POLL, self.lease_lost()),
             word::Shut::Late => {
                 if now >= self.retry_after.load(Ordering::Acquire) {
-                    match catch_up(self.clone()).await {
+                    match catch_up(self.clone(), deadline).await {
                         Ok(()) => return Ok(()),
                         Err(e @ (Error::Closed | Error::LeaseLost { .. })) => return Err(e),
                         Err(e) => (ASYNC_RETRY, e),
@@ -325,7 +326,7 @@ impl Core {
         }
         let core = self.clone();
         runtime::spawn(async move {
-            let _ = catch_up(core).await;
+            let _ = catch_up(core, blocking_deadline()).await;
             session.catching_up.store(false, Ordering::Release);
         });
     }
@@ -483,10 +484,29 @@ impl Core {
     }
 }
 
+/// How long a blocking caller (and a background catch-up) may wait in [`catch_up`]:
+/// one registry call's limit, from the stall.
+fn blocking_deadline() -> tokio::time::Instant {
+    tokio::time::Instant::now() + REGISTRY_CALL_LIMIT
+}
+
 /// Persists a bound past the clock for callers whose gate is shut because the
 /// heartbeat is late or failing. One attempt at a time per session: a caller that
 /// waited while another attempt ran takes that attempt's answer.
-pub(super) async fn catch_up(core: Arc<Core>) -> Result<()> {
+///
+/// The caller's wait ends at `deadline`, whatever it waits on: the session's lease is
+/// held by the heartbeat's persist (itself bounded, but by a limit of its own that
+/// began earlier) and then by this caller's own, so without it a caller could wait for
+/// two registry calls. Giving up is safe at any point: the limit rises only at the end
+/// of a persist, with its answer, and a registry call left running raises nothing.
+pub(super) async fn catch_up(core: Arc<Core>, deadline: tokio::time::Instant) -> Result<()> {
+    match tokio::time::timeout_at(deadline, catch_up_once(core.clone())).await {
+        Ok(answer) => answer,
+        Err(_) => Err(core.renew_error()),
+    }
+}
+
+async fn catch_up_once(core: Arc<Core>) -> Result<()> {
     let session: Arc<Session> = core.session().ok_or(Error::Closed)?;
     // Acquire pairs with the Release below: a changed count comes with the failure stored before it.
     let seen = session.attempts.load(Ordering::Acquire);

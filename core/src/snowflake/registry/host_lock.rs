@@ -162,7 +162,7 @@ impl HostLock {
                 .mode(0o644)
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(path)
-                .map_err(|e| Error::io(path, e))?;
+                .map_err(|e| open_error(path, e))?;
             // SAFETY: a valid descriptor we own; LOCK_NB makes the call return at once.
             let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
             if rc != 0 {
@@ -170,7 +170,7 @@ impl HostLock {
                 if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
                     return Ok(Attempt::Held(read_holder(&mut file)));
                 }
-                return Err(Error::io(path, err));
+                return Err(flock_error(path, err));
             }
             let meta = file.metadata().map_err(|e| Error::io(path, e))?;
             match std::fs::symlink_metadata(path) {
@@ -198,6 +198,20 @@ impl HostLock {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default()
         )))
+    }
+
+    /// Makes a child forked while this lock is held close its copy of the descriptor at
+    /// once (in the fork handler), for a lock held only for a moment by one thread: the
+    /// child never runs that thread's unlock, and if the parent died before unlocking,
+    /// the child's copy would hold the lock until the child exits. Not for locks whose
+    /// owner closes them in the child itself ([`forget_inherited`](Self::forget_inherited)):
+    /// the descriptor would be closed twice. Undone by [`unlock`](Self::unlock).
+    pub fn close_in_children(&self) {
+        crate::runtime::watch_forks();
+        let guard = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(file) = guard.as_ref() {
+            in_flight::add(file.as_raw_fd());
+        }
     }
 
     /// The lock file's path.
@@ -253,6 +267,9 @@ impl HostLock {
         if let Some(file) = file {
             // SAFETY: a valid descriptor we own.
             unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+            // Before the close: a fork from here on copies an unlocked descriptor, and the
+            // number is never left listed once it may name another file.
+            in_flight::remove(file.as_raw_fd());
         }
     }
 
@@ -266,6 +283,96 @@ impl HostLock {
             drop(file.take());
         }
     }
+}
+
+/// Descriptors of locks held for a moment by one thread ([`HostLock::close_in_children`]),
+/// which a forked child closes in the fork handler ([`close_inherited_in_flight`]).
+/// Atomics, not a lock: the handler runs in the child right after `fork()`, where a
+/// lock another thread held at the fork would stay locked forever.
+mod in_flight {
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    /// Far more than the renews one process has in flight at once (one per generator
+    /// with a statefulset floor directory, a renew at a time).
+    const SLOTS: usize = 64;
+    const EMPTY: i32 = -1;
+    #[allow(clippy::declare_interior_mutable_const)] // the array's initializer only
+    const FREE: AtomicI32 = AtomicI32::new(EMPTY);
+    static HELD: [AtomicI32; SLOTS] = [FREE; SLOTS];
+
+    /// Lists `fd`. With every slot taken it stays unlisted: a child forked then keeps
+    /// the lock only while it outlives a parent that died holding it (logged).
+    pub(super) fn add(fd: i32) {
+        // SeqCst: a fork on another thread must see the descriptor listed once the
+        // caller goes on to rely on it (the listing is its only promise).
+        if !HELD.iter().any(|s| {
+            s.compare_exchange(EMPTY, fd, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        }) {
+            tracing::warn!(
+                fd,
+                "more lock files in flight than slots; a forked child keeps this one"
+            );
+        }
+    }
+
+    pub(super) fn remove(fd: i32) {
+        for slot in &HELD {
+            // SeqCst: paired with `add` and the child's read.
+            let _ = slot.compare_exchange(fd, EMPTY, Ordering::SeqCst, Ordering::SeqCst);
+        }
+    }
+
+    /// In the child: closes every listed descriptor and forgets it. The threads that
+    /// would have unlocked and closed them do not exist in the child.
+    pub(super) fn close_all() {
+        for slot in &HELD {
+            let fd = slot.swap(EMPTY, Ordering::SeqCst);
+            if fd != EMPTY {
+                // SAFETY: listed only while its HostLock owns it open (listed after
+                // the open, unlisted before the close), and that owner's thread is gone
+                // in the child, so nothing else closes this copy. close() is
+                // async-signal-safe.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
+}
+
+/// Called by the fork handler in a child (`runtime`): closes the child's copies of the
+/// locks other threads held for a moment at the fork ([`HostLock::close_in_children`]).
+pub(crate) fn close_inherited_in_flight() {
+    in_flight::close_all();
+}
+
+/// The error for a lock file that cannot be opened: another owner's file (written by a
+/// container running as another uid, say) said so, not as a bare I/O error.
+fn open_error(path: &Path, e: std::io::Error) -> Error {
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return Error::io(path, e);
+    }
+    let owner = std::fs::symlink_metadata(path)
+        .map(|m| format!("owned by uid {} with mode {:o}", m.uid(), m.mode() & 0o7777))
+        .unwrap_or_else(|_| "in a directory this process may not write".into());
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    Error::InvalidConfig(format!(
+        "cannot open lock file {} for writing ({e}): it is {owner}, and this process runs as          uid {uid}; run every process that shares the directory as one uid (a pod's          securityContext.runAsUser, or fsGroup with group-writable files), or give the file to          this uid",
+        path.display()
+    ))
+}
+
+/// The error for a lock that cannot be taken at all: a filesystem without `flock` said
+/// so, not as a bare I/O error that reads like something to retry.
+fn flock_error(path: &Path, e: std::io::Error) -> Error {
+    let code = e.raw_os_error();
+    if code != Some(libc::ENOLCK) && code != Some(libc::EOPNOTSUPP) && code != Some(libc::EINVAL) {
+        return Error::io(path, e);
+    }
+    Error::InvalidConfig(format!(
+        "the filesystem of {} does not support file locks ({e}); on NFS, mount without `nolock`          and run the lock service (rpc.statd for NFSv3) or use NFSv4; otherwise move the          directory to a filesystem with locks",
+        path.display()
+    ))
 }
 
 /// Reads the holder record of a held lock file (for messages).
@@ -336,6 +443,19 @@ mod tests {
         let path = dir.path().join("x.lock");
         std::os::unix::fs::symlink(&target, &path).unwrap();
         assert!(matches!(HostLock::try_lock(&path), Err(Error::Io { .. })));
+    }
+
+    #[test]
+    fn a_filesystem_without_locks_is_named_not_reported_as_io() {
+        let path = Path::new("/mnt/floor/worker-3.lock");
+        let e = flock_error(path, std::io::Error::from_raw_os_error(libc::ENOLCK));
+        match e {
+            Error::InvalidConfig(m) => assert!(m.contains("does not support file locks"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        // Anything else stays an I/O error with its cause.
+        let e = flock_error(path, std::io::Error::from_raw_os_error(libc::EIO));
+        assert!(matches!(e, Error::Io { .. }), "{e:?}");
     }
 
     #[test]

@@ -38,11 +38,28 @@
 //!   renew stalled between them (a hung NFS or CephFS volume) cannot have another pod's
 //!   check pass meanwhile and then land over that pod's write: whichever renew comes
 //!   second sees the first one's write and stops. The lock is waited for at most
-//!   [`LOCK_WAIT`], off the hot path (renews run on the heartbeat); a renew that cannot
-//!   get it fails with `WorkerIdInUse` naming the holder, and raises no limit. The kernel
-//!   frees the lock when its holder dies, and the holder checks after its write that
-//!   the lock file is still the one it locked (deleted or replaced under it, another pod
-//!   may have locked a new one: [`fence::lost`]). On NFS, Linux turns `flock` into a
+//!   [`LOCK_WAIT`]; a renew that cannot get it fails with `WorkerIdInUse` naming the
+//!   holder, and raises no limit. The lock, check, write and check run on tokio's
+//!   blocking pool, never on the runtime's threads, so a hung volume holds one blocking
+//!   thread while the generator's limit on a registry call ends the renew for its caller
+//!   (a renew that finishes later raises nothing). The kernel frees the lock when its
+//!   holder dies; a child forked during a renew closes its copy of the lock's descriptor
+//!   in the fork handler ([`HostLock::close_in_children`]), so it cannot hold the lock
+//!   for a parent killed mid-renew. The holder checks after its write that the lock file
+//!   is still the one it locked (deleted or replaced under it, another pod may have
+//!   locked a new one: [`fence::lost`]).
+//! - **A slow renew is a lost lease.** The lock keeps pods apart only while the
+//!   filesystem keeps a hung client's lock; an NFS server or a CephFS MDS drops it after
+//!   a lease or session timeout, and the hung pod's write may land over another pod's
+//!   with its lock check still passing. So a renew that took longer than [`SLOW_RENEW`]
+//!   from taking the lock to the end of its write is [`fence::lost`], and the next
+//!   acquire's floor covers, by this node's clock, the limit another pod may have taken
+//!   meanwhile: its last renew came before this write landed (after that, its check
+//!   fails), so its limit is at most that renew plus the lookahead, which this pod's
+//!   stalled bound moved on by the renew's length reaches. (That pod's clock may be
+//!   ahead of this node's by the allowed skew; its ids reach that high only if it also
+//!   fails to renew for a whole lookahead, since its next renew sees this write and
+//!   stops it.) On NFS, Linux turns `flock` into a
 //!   lock the server holds (NLM for v3, a v4 lock), seen by every client; a mount with
 //!   `nolock` or `local_lock=flock|all` keeps locks on one node, and the lock then
 //!   serializes only the pods of that node (`docs/kubernetes.md`).
@@ -75,6 +92,17 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(1);
 /// How often a renew tries the lock again while another pod holds it.
 const LOCK_RETRY: Duration = Duration::from_millis(10);
 
+/// A renew that took longer than this from taking the lock to the end of its write
+/// (on `CLOCK_BOOTTIME`, which counts a suspended VM's time) is a lost lease, not a
+/// success. A server drops a silent client's lock only after it has been silent for a
+/// whole lease: NFSv4's lease is 90 s by default and Linux's nfsd accepts no less than
+/// 10 s; NLM (NFSv3) drops locks only after a server reboot, whose grace period is the
+/// lease again; CephFS's MDS evicts a client after its session timeout (60 s by
+/// default). A renew that kept the lock for less than half the shortest of those can
+/// have lost it to no one; one slower may have landed its write over another pod's.
+/// A healthy write takes milliseconds; the stalls tests inject are 4 s at most.
+pub const SLOW_RENEW: Duration = Duration::from_secs(5);
+
 /// The StatefulSet registry: the worker id is the pod's ordinal plus the offset.
 /// Building it checks the host name; `acquire` checks the id against the layout before
 /// any I/O.
@@ -84,8 +112,12 @@ pub struct StatefulsetRegistry {
     /// Ordinal plus offset, possibly outside the layout (refused at `acquire`).
     worker_id: i64,
     /// The bound this holder last read from or wrote to its bound file: `Some(None)`
-    /// when the file was missing at `acquire`, `None` when no lease is held.
-    last: Mutex<Option<Option<CacheEntry>>>,
+    /// when the file was missing at `acquire`, `None` when no lease is held. Shared
+    /// with the renew running on a blocking thread.
+    last: Arc<Mutex<Option<Option<CacheEntry>>>>,
+    /// The lowest floor the next acquire may take, by this node's clock: above the
+    /// limit another pod may hold after a renew slower than [`SLOW_RENEW`].
+    cover: Arc<Mutex<i64>>,
     /// This node's clock at an acquire that found no bound, for the generator's floor.
     reading: Mutex<Option<ClockReading>>,
 }
@@ -102,7 +134,8 @@ impl StatefulsetRegistry {
         Ok(StatefulsetRegistry {
             config,
             worker_id,
-            last: Mutex::new(None),
+            last: Arc::new(Mutex::new(None)),
+            cover: Arc::new(Mutex::new(i64::MIN)),
             reading: Mutex::new(None),
         })
     }
@@ -144,36 +177,6 @@ impl StatefulsetRegistry {
         dir.join(format!("worker-{id}.lock"))
     }
 
-    /// Takes the lock that makes a renew's check and write one step across pods,
-    /// waiting at most [`LOCK_WAIT`] (asleep between tries: renews share the runtime).
-    async fn lock(&self, dir: &Path, id: u32) -> Result<HostLock> {
-        let path = Self::lock_file(dir, id);
-        let deadline = Instant::now() + LOCK_WAIT;
-        loop {
-            let holder = match HostLock::try_lock(&path)? {
-                Attempt::Locked(lock) => return Ok(lock),
-                Attempt::Held(holder) => holder,
-            };
-            if Instant::now() >= deadline {
-                let who = holder.map_or_else(|| "another process".to_string(), |h| h.to_string());
-                return Err(Error::WorkerIdInUse {
-                    identity: format!("statefulset bound file lock {}", path.display()),
-                    worker_id: Some(id),
-                    holder: format!(
-                        "{who}, which has held it for more than {LOCK_WAIT:?}: another pod with \
-                         ordinal {} writing this worker id's bound, its volume hung",
-                        self.worker_id - self.config.offset
-                    ),
-                    advice: "this pod raises no issue limit until it gets the lock; if that pod \
-                             was force-deleted and still runs, stop it (two pods of one ordinal \
-                             must not run at once)"
-                        .into(),
-                });
-            }
-            tokio::time::sleep(LOCK_RETRY).await;
-        }
-    }
-
     /// Takes the id: checks the layout, then reads the floor from the bound file.
     fn take(&self, max_worker_id: u32) -> Result<Lease> {
         let id = self.fitting(max_worker_id)?;
@@ -209,6 +212,7 @@ impl StatefulsetRegistry {
             }
             None => i64::MIN,
         };
+        let floor = floor.max(*self.cover.lock().unwrap_or_else(|p| p.into_inner()));
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(found);
         self.read_clock();
         Ok(Lease {
@@ -236,47 +240,149 @@ impl StatefulsetRegistry {
     }
 
     /// Writes `bound_ms` to the bound file, after checking that it still holds what
-    /// this holder last read or wrote (fence rules 1 and 2), both under the lock.
+    /// this holder last read or wrote (fence rules 1 and 2), both under the lock. The
+    /// file I/O runs on tokio's blocking pool: a hung volume holds that thread, never
+    /// the runtime's, so the generator's limit on a registry call ends the wait. A renew
+    /// that finishes after its caller stopped waiting raises no limit (only the caller
+    /// does that, with its answer), and one slower than [`SLOW_RENEW`] ends the lease.
     async fn write(&self, lease: &Lease, bound_ms: i64) -> Result<()> {
         let Some(dir) = &self.config.floor_dir else {
             return Ok(());
         };
-        let id = lease.worker_id;
-        let lock = self.lock(dir, id).await?;
-        // No await from here to the unlock: a renew dropped by its caller's timeout can
-        // never leave the lock held.
-        let written = self.check_and_write(dir, id, bound_ms);
+        let renew = Renew {
+            dir: dir.clone(),
+            id: lease.worker_id,
+            ordinal: self.worker_id - self.config.offset,
+            bound_ms,
+            called: boottime(),
+            last: self.last.clone(),
+            cover: self.cover.clone(),
+        };
+        tokio::task::spawn_blocking(move || renew.run())
+            .await
+            .map_err(Error::registry)?
+    }
+}
+
+/// One renew's lock, check, write and check, on a blocking thread.
+struct Renew {
+    dir: PathBuf,
+    id: u32,
+    ordinal: i64,
+    bound_ms: i64,
+    /// When the renew was asked for, on [`boottime`].
+    called: Duration,
+    last: Arc<Mutex<Option<Option<CacheEntry>>>>,
+    cover: Arc<Mutex<i64>>,
+}
+
+impl Renew {
+    fn run(self) -> Result<()> {
+        let path = StatefulsetRegistry::lock_file(&self.dir, self.id);
+        let lock = self.lock(&path)?;
+        lock.close_in_children();
+        let locked = boottime();
+        let expected = *self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let written = self.check_and_write(expected);
+        let took = boottime().saturating_sub(locked);
         let kept = lock.check();
         // Explicit: a child forked meanwhile shares the descriptor, and must not keep the
         // lock held after this renew.
         lock.unlock();
-        written?;
-        if kept.is_err() {
-            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        if took > SLOW_RENEW {
+            // The server may have dropped this pod's lock meanwhile, and another pod may
+            // have locked, checked, written and issued before this write landed over its
+            // own. Its limit is at most its last renew (before this write landed) plus the
+            // lookahead: this pod's bound moved on by the time this renew took.
+            let since_called = boottime().saturating_sub(self.called);
+            let cover = self
+                .bound_ms
+                .saturating_add(since_called.as_millis() as i64);
+            let mut c = self.cover.lock().unwrap_or_else(|p| p.into_inner());
+            *c = (*c).max(cover);
+            drop(c);
+            self.end(&expected);
+            let outcome = match &written {
+                Ok(_) => "its write landed".to_string(),
+                Err(e) => format!("its write may have landed ({e})"),
+            };
             return Err(fence::lost(
-                id,
+                self.id,
                 format!(
-                    "{} was deleted or replaced while this pod held it: another pod with ordinal \
-                     {} may have locked a new one and written its bound meanwhile",
-                    Self::lock_file(dir, id).display(),
-                    self.worker_id - self.config.offset
+                    "a renew of {} took {took:?} from taking {} to the end of its write, longer                      than {SLOW_RENEW:?} ({outcome}): a network filesystem may have dropped this                      pod's lock meanwhile and let another pod with ordinal {} write and issue;                      the next worker id starts above the bound such a pod may hold",
+                    StatefulsetRegistry::bound_file(&self.dir, self.id)
+                        .path()
+                        .display(),
+                    path.display(),
+                    self.ordinal
                 ),
             ));
         }
+        let entry = written?;
+        if kept.is_err() {
+            self.end(&expected);
+            return Err(fence::lost(
+                self.id,
+                format!(
+                    "{} was deleted or replaced while this pod held it: another pod with ordinal                      {} may have locked a new one and written its bound meanwhile",
+                    path.display(),
+                    self.ordinal
+                ),
+            ));
+        }
+        self.update(&expected, Some(Some(entry)));
         Ok(())
     }
 
-    /// The check and the write, run under the lock.
-    fn check_and_write(&self, dir: &Path, id: u32, bound_ms: i64) -> Result<()> {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(expected) = last.as_ref() else {
+    /// Takes the lock that makes the check and the write one step across pods, waiting
+    /// at most [`LOCK_WAIT`].
+    fn lock(&self, path: &Path) -> Result<HostLock> {
+        let deadline = Instant::now() + LOCK_WAIT;
+        loop {
+            let holder = match HostLock::try_lock(path)? {
+                Attempt::Locked(lock) => return Ok(lock),
+                Attempt::Held(holder) => holder,
+            };
+            if Instant::now() >= deadline {
+                let mine = holder.as_ref().is_some_and(|h| {
+                    h.pid == std::process::id() && h.host == super::host_lock::host_name()
+                });
+                let who = holder.map_or_else(|| "another process".to_string(), |h| h.to_string());
+                let holder = if mine {
+                    format!(
+                        "{who} (this pod: its previous renew, still waiting on the volume for more                          than {LOCK_WAIT:?})"
+                    )
+                } else {
+                    format!(
+                        "{who}, which has held it for more than {LOCK_WAIT:?}: another pod with                          ordinal {} writing this worker id's bound, its volume hung",
+                        self.ordinal
+                    )
+                };
+                return Err(Error::WorkerIdInUse {
+                    identity: format!("statefulset bound file lock {}", path.display()),
+                    worker_id: Some(self.id),
+                    holder,
+                    advice: "this pod raises no issue limit until it gets the lock; if that pod \
+                             was force-deleted and still runs, stop it (two pods of one ordinal \
+                             must not run at once)"
+                        .into(),
+                });
+            }
+            std::thread::sleep(LOCK_RETRY);
+        }
+    }
+
+    /// The check and the write, run under the lock: the entry written.
+    fn check_and_write(&self, expected: Option<Option<CacheEntry>>) -> Result<CacheEntry> {
+        let id = self.id;
+        let Some(expected) = expected else {
             return Err(fence::lost(id, "this registry holds no lease"));
         };
-        let file = Self::bound_file(dir, id);
+        let file = StatefulsetRegistry::bound_file(&self.dir, id);
         let shown = file.path().display();
         let found = file.read()?;
-        if found.as_ref() != expected.as_ref() {
-            let what = match (&found, expected) {
+        if found != expected {
+            let what = match (&found, &expected) {
                 (None, _) => format!("{shown} was deleted"),
                 (Some(f), Some(e)) => format!(
                     "{shown} was written by another process (bound {} ms, worker id {}, where this \
@@ -288,25 +394,53 @@ impl StatefulsetRegistry {
                     f.bound_ms
                 ),
             };
-            *last = None;
+            self.update(&Some(expected), None);
             return Err(fence::lost(
                 id,
                 format!(
                     "{what}: a second pod with ordinal {} may be issuing (a force-deleted pod still \
                      running?)",
-                    self.worker_id - self.config.offset
+                    self.ordinal
                 ),
             ));
         }
         let entry = CacheEntry {
             worker_id: id,
-            bound_ms,
+            bound_ms: self.bound_ms,
         };
-        fault::between_check_and_write(dir);
+        fault::between_check_and_write(&self.dir);
         file.write(entry)?;
-        *last = Some(Some(entry));
-        Ok(())
+        Ok(entry)
     }
+
+    /// Ends the lease this renew was made under.
+    fn end(&self, expected: &Option<Option<CacheEntry>>) {
+        self.update(expected, None);
+    }
+
+    /// Sets what this holder last wrote to `to`, unless the lease changed since the
+    /// renew read it (released, or acquired again while this renew was late): that
+    /// lease's own check then compares the file with what it read.
+    fn update(&self, expected: &Option<Option<CacheEntry>>, to: Option<Option<CacheEntry>>) {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if *last == *expected {
+            *last = to;
+        }
+    }
+}
+
+/// The time since boot, counting time suspended (`CLOCK_BOOTTIME`): a renew's length
+/// must include a suspended VM's or a frozen container's pause, which is exactly when
+/// a server drops a client's lock.
+fn boottime() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill; CLOCK_BOOTTIME exists on every Linux since 2.6.39.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_BOOTTIME) failed");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 impl WorkerRegistry for StatefulsetRegistry {

@@ -106,11 +106,12 @@ fn tag_exists_makes_the_tag_usable() {
     assert_eq!(b.next_id("dup").unwrap(), 17);
 }
 
-/// A memory store that counts `has_tag` lookups.
+/// A memory store that counts `has_tag` lookups, each answered after `delay`.
 #[derive(Debug)]
 struct Counting {
     inner: MemoryStore,
     lookups: AtomicU64,
+    delay: Duration,
 }
 
 impl SegmentStore for Counting {
@@ -126,7 +127,10 @@ impl SegmentStore for Counting {
     }
     fn has_tag<'a>(&'a self, tag: &'a str) -> BoxFuture<'a, leafid::Result<bool>> {
         self.lookups.fetch_add(1, Ordering::SeqCst);
-        self.inner.has_tag(tag)
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.inner.has_tag(tag).await
+        })
     }
     fn rows(&self) -> BoxFuture<'_, leafid::Result<Vec<TagRow>>> {
         self.inner.rows()
@@ -156,6 +160,7 @@ fn lookup_on_miss_is_rate_limited() {
     let store = Arc::new(Counting {
         inner: MemoryStore::new(),
         lookups: AtomicU64::new(0),
+        delay: Duration::ZERO,
     });
     let clock = ManualClock::new(1_000_000);
     let dynstore: Arc<dyn SegmentStore> = store.clone();
@@ -406,4 +411,51 @@ fn a_lookup_the_silent_store_has_not_answered_is_store_unavailable() {
     assert_eq!(eventually(10, || gen.next_id(&tag).ok()), 11);
     gen.close();
     other.close();
+}
+
+/// Issue 29 review: with a store slower than the caller's wait, a client retrying a
+/// misspelt tag every second or so hears "no such tag" after the first answer came:
+/// a running lookup is shared however long it runs, its answer stands a second from
+/// when it came, and the name's previous "no" stands in while a new lookup is still
+/// unanswered. Before: each retry started a new lookup (the window counted from the
+/// start of the last one) and got `StoreUnavailable`, every time. A lookup queued
+/// behind others for a permit says so.
+#[test]
+fn a_slow_store_still_says_no_such_tag_to_a_client_retrying_a_misspelt_name() {
+    let store = Arc::new(Counting {
+        inner: MemoryStore::new(),
+        lookups: AtomicU64::new(0),
+        delay: Duration::from_millis(400),
+    });
+    let dynstore: Arc<dyn SegmentStore> = store.clone();
+    let gen = block_on(SegmentGenerator::with_store(
+        dynstore,
+        SegmentOptions::default().wait_timeout(Duration::from_millis(250)),
+    ))
+    .unwrap();
+    // The first ask: nothing known yet, and the store has not answered.
+    let err = gen.next_id("misspelt").unwrap_err();
+    assert!(matches!(err, Error::StoreUnavailable { .. }), "{err:?}");
+    assert!(err.to_string().contains("has not answered"), "{err}");
+    for _ in 0..2 {
+        // Past the window from the answer: each retry starts a new lookup.
+        std::thread::sleep(Duration::from_millis(1_200));
+        let err = gen.next_id("misspelt").unwrap_err();
+        assert!(matches!(err, Error::TagNotFound { .. }), "{err:?}");
+    }
+    assert_eq!(store.lookups.load(Ordering::SeqCst), 3);
+
+    // Three new names at once: two lookups at the store, the third queued for a permit.
+    let errors: Vec<String> = (0..3)
+        .map(|k| {
+            let gen = gen.clone();
+            std::thread::spawn(move || gen.next_id(&format!("unknown-{k}")).unwrap_err())
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|t| t.join().unwrap().to_string())
+        .collect();
+    let queued = errors.iter().filter(|e| e.contains("queued")).count();
+    assert_eq!(queued, 1, "{errors:?}");
+    gen.close();
 }

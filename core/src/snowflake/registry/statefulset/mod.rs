@@ -68,6 +68,7 @@
 //! in `ordinal.rs`.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -118,6 +119,8 @@ pub struct StatefulsetRegistry {
     /// The lowest floor the next acquire may take, by this node's clock: above the
     /// limit another pod may hold after a renew slower than [`SLOW_RENEW`].
     cover: Arc<Mutex<i64>>,
+    /// A renew is running on a blocking thread (perhaps long after its caller gave up).
+    busy: Arc<AtomicBool>,
     /// This node's clock at an acquire that found no bound, for the generator's floor.
     reading: Mutex<Option<ClockReading>>,
 }
@@ -136,6 +139,7 @@ impl StatefulsetRegistry {
             worker_id,
             last: Arc::new(Mutex::new(None)),
             cover: Arc::new(Mutex::new(i64::MIN)),
+            busy: Arc::new(AtomicBool::new(false)),
             reading: Mutex::new(None),
         })
     }
@@ -249,6 +253,15 @@ impl StatefulsetRegistry {
         let Some(dir) = &self.config.floor_dir else {
             return Ok(());
         };
+        // One renew at a time: on a volume that hangs even the lock file's open, every
+        // heartbeat would otherwise leave one more blocking thread behind.
+        // Acquire/Release: the flag is cleared after the previous renew's last write.
+        if self.busy.swap(true, Ordering::AcqRel) {
+            return Err(Error::registry(format!(
+                "the previous renew of {} is still waiting on the volume",
+                Self::bound_file(dir, lease.worker_id).path().display()
+            )));
+        }
         let renew = Renew {
             dir: dir.clone(),
             id: lease.worker_id,
@@ -257,6 +270,7 @@ impl StatefulsetRegistry {
             called: boottime(),
             last: self.last.clone(),
             cover: self.cover.clone(),
+            busy: self.busy.clone(),
         };
         tokio::task::spawn_blocking(move || renew.run())
             .await
@@ -274,6 +288,14 @@ struct Renew {
     called: Duration,
     last: Arc<Mutex<Option<Option<CacheEntry>>>>,
     cover: Arc<Mutex<i64>>,
+    busy: Arc<AtomicBool>,
+}
+
+impl Drop for Renew {
+    fn drop(&mut self) {
+        // Release: pairs with the next renew's swap.
+        self.busy.store(false, Ordering::Release);
+    }
 }
 
 impl Renew {

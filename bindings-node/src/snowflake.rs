@@ -314,8 +314,13 @@ unsafe extern "C" fn next_ids(
     // SAFETY (whole block): installed by `fast::Bound` with a `SnowflakeGenerator`.
     unsafe {
         let g = fast::state::<SnowflakeGenerator, 1>(env, info, &mut argv);
-        match fast::count_arg(env, argv[0]) {
-            Some(n) => fast::filled_array(env, n, |out| g.fill_now(out)),
+        // The core's limit first: a refused count allocates nothing.
+        match fast::count_arg(env, argv[0]).map(|n| g.sync_batch(n)) {
+            Some(Ok(n)) => fast::filled_array(env, n, |out| g.fill_now(out)),
+            Some(Err(e)) => {
+                Failure::Leaf(e).throw_raw(env);
+                std::ptr::null_mut()
+            }
             None => std::ptr::null_mut(),
         }
     }

@@ -25,8 +25,10 @@ fn glue(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 }
 
 /// An `asyncio.Future` on the running loop that `fut`'s outcome settles. Raises
-/// `RuntimeError` when no loop is running. Cancelling the Python future cancels the
-/// core future.
+/// `RuntimeError` when no loop is running. Cancelling the Python future drops the core
+/// future: snowflake issuing stops there (the core aborts its task on the runtime,
+/// `runtime::run_cancellable`); a segment wait runs out on the runtime, bounded by
+/// `wait_timeout`, its ids dropped (the core does not stop it halfway, see `runtime::run`).
 pub fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
 where
     F: Future<Output = leafid::Result<T>> + Send + 'static,
@@ -100,7 +102,7 @@ where
 }
 
 /// The done-callback of an awaitable: aborts its core task (a no-op once it finished),
-/// so a cancelled `await` stops the work it started.
+/// which drops the core future (see [`awaitable`] for what that stops).
 #[pyclass(frozen)]
 struct Cancel(Box<dyn Fn() + Send + Sync>);
 

@@ -176,26 +176,26 @@ const CHUNK_IDS: usize = 8192;
 impl PySnowflakeGenerator {
     /// Takes `n` ids (`n` checked against the batch limit) in order, handing each chunk
     /// to `sink`. A big batch waits out many milliseconds (the sequence runs out each
-    /// one): taken in chunks of at most a millisecond's ids with the GIL released,
-    /// checking for Ctrl-C between them. Not through the runtime: the spin would hold
-    /// one of its two workers, which refills and heartbeats need. A registry stall (a
-    /// late heartbeat, a forked child's new worker id) is waited for through the
-    /// interruptible path, as in `next_id`; the no-wait call spins only through
-    /// milliseconds and small clock steps.
+    /// one): taken with the core's `fill_paced` (spent milliseconds slept out, never a
+    /// spin, never I/O) with the GIL released, in chunks of at most the core's
+    /// never-waiting batch (`max_sync_batch`, a few ms of sequence) and 8192 ids,
+    /// checking for Ctrl-C between them. Not through the runtime: its two workers serve
+    /// refills and heartbeats. A registry stall (a late heartbeat, a forked child's new
+    /// worker id) is waited for through the interruptible path, as in `next_id`.
     fn take(
         &self,
         py: Python<'_>,
         n: usize,
         mut sink: impl FnMut(&[i64]) -> PyResult<()>,
     ) -> PyResult<()> {
-        let chunk = (self.inner.layout().max_sequence() as usize + 1).min(CHUNK_IDS);
+        let chunk = self.inner.max_sync_batch().clamp(1, CHUNK_IDS);
         let mut buf = vec![0i64; chunk.min(n)];
         let mut taken = 0;
         while taken < n {
             let k = chunk.min(n - taken);
             // On an error the ids already written are dropped (skipped, never reissued),
             // as `next_ids_now` drops them, and the waiting call takes `k` afresh.
-            match crate::exit::detach(py, || self.inner.fill_now(&mut buf[..k])) {
+            match crate::exit::detach(py, || self.inner.fill_paced(&mut buf[..k])) {
                 Ok(()) => sink(&buf[..k])?,
                 Err(_) => sink(&wait(py, self.inner.next_ids_async(k))?)?,
             }

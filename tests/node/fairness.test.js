@@ -71,3 +71,17 @@ test('synchronous nextIds holds the event loop a few milliseconds at most', asyn
   await sf.close();
   await js.close();
 });
+
+test('a refused synchronous nextIds allocates nothing', async () => {
+  // Issue 29 review: the 8 MiB answer of nextIds(2**20) was allocated and zeroed
+  // before the core refused the count.
+  const sf = await leafid.SnowflakeGenerator.connect('fixed:8', { cacheDir: tmpdir() });
+  const before = process.memoryUsage().arrayBuffers;
+  for (let k = 0; k < 16; k++) {
+    assert.throws(() => sf.nextIds(MAX_BATCH), (e) => e.code === 'LEAF_INVALID_CONFIG');
+  }
+  const grew = process.memoryUsage().arrayBuffers - before;
+  // 16 refusals allocated 128 MiB before (less what a collection freed meanwhile).
+  assert.ok(grew < 4 * 2 ** 20, `array buffers grew ${grew} bytes over 16 refused calls`);
+  await sf.close();
+});

@@ -442,3 +442,33 @@ def test_a_tags_list_that_claims_a_huge_length_is_refused_not_a_crash(tmp_path: 
         leafid.SegmentGenerator(f"sqlite://{tmp_path}/ids.db", tags=Lying())
     with pytest.raises(TypeError):
         leafid.SegmentGenerator(f"sqlite://{tmp_path}/ids.db", tags="order")
+
+
+def test_a_cancelled_snowflake_batch_stops_taking_ids(tmp_path: Path) -> None:
+    # Issue 29 review: a cancelled next_ids_async went on in the core, taking the
+    # batches' share of every millisecond until its last id. 12 ids per ms go to
+    # batches in this layout: a maximal batch would run for 87 s.
+    layout = leafid.Layout(timestamp_bits=41, worker_bits=18, sequence_bits=4)
+    sf = leafid.SnowflakeGenerator("fixed:200302", layout=layout, cache_dir=tmp_path)
+
+    def share() -> float:
+        # The part of the milliseconds a blocking batch spans in which it got ids:
+        # about 0.9 alone (it sleeps a little over a millisecond at a time); about
+        # half beside another batch, which takes the other milliseconds' share.
+        ms = {leafid.decode(i, layout).timestamp_ms for i in sf.next_ids(1200)}
+        return len(ms) / (max(ms) - min(ms) + 1)
+
+    alone = share()
+
+    async def main() -> None:
+        pending = sf.next_ids_async(2**20)
+        await asyncio.sleep(0.05)
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+
+    run(main)
+    time.sleep(0.05)
+    after = share()
+    assert after > 0.75 * alone, (alone, after)
+    sf.close()

@@ -106,3 +106,17 @@ def test_mysql_registry_gives_a_worker_id(mysql_url: str, tmp_path: Path) -> Non
     with leafid.SnowflakeGenerator(f"{mysql_url}?port=9&ip=127.0.0.9",  # one identity: the same id each run
                                    cache_dir=tmp_path) as sf:
         assert leafid.decode(sf.next_id()).worker_id == sf.worker_id
+
+
+def test_a_big_batch_sleeps_out_spent_milliseconds(tmp_path: Path) -> None:
+    # Issue 29 review: next_ids spun through each spent millisecond with the GIL
+    # released, a CPU busy the whole batch; it sleeps now. 192 ids per ms go to batches
+    # in this layout, so 20 000 ids take about 100 ms.
+    layout = leafid.Layout(timestamp_bits=41, worker_bits=14, sequence_bits=8)
+    with leafid.SnowflakeGenerator("fixed:11", layout=layout, cache_dir=tmp_path) as sf:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        ids = sf.next_ids_array(20_000)
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        assert list(ids) == sorted(set(ids))
+        # Generous: sleeping, a few percent of the wall time; spinning, all of it.
+        assert cpu < wall / 2, (cpu, wall)

@@ -339,12 +339,13 @@ class SnowflakeGenerator:
         ``ClockSkew`` when a heartbeat found the clocks more than ``max_skew`` apart
         (issuing resumes once they agree), ``Closed`` after ``close()``."""
     def next_ids(self, n: int) -> list[int]:
-        """``n`` ids (at most 2**20), ascending; Ctrl-C interrupts a big batch between
-        milliseconds. A batch takes at most three quarters of each millisecond's sequence
-        (the rest is kept for single ids), so 2**20 ids take about 370 ms in Leaf's
-        layout. The GIL is released while the sequence paces the batch (it is taken in
-        chunks of at most a millisecond's ids), so other threads run meanwhile: unlike
-        Node's synchronous ``nextIds``, this call has no lower limit."""
+        """``n`` ids (at most 2**20), ascending; Ctrl-C interrupts a big batch within a
+        few milliseconds. A batch takes at most three quarters of each millisecond's
+        sequence (the rest is kept for single ids), so 2**20 ids take about 370 ms in
+        Leaf's layout. The GIL is released while the sequence paces the batch (taken in
+        chunks of at most 8192 ids and 8 ms of sequence, each spent millisecond slept
+        out, not spun: the thread waits without using a CPU), so other threads run
+        meanwhile: unlike Node's synchronous ``nextIds``, this call has no lower limit."""
     def next_ids_array(self, n: int) -> "array.array[int]":
         """``n`` ids as an ``array.array('q')``: no Python int per id, for bulk work."""
     def next_id_async(self) -> "asyncio.Future[int]":

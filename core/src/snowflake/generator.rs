@@ -270,7 +270,10 @@ impl SnowflakeGenerator {
         crate::limits::max_sync_batch(self.inner.core.shape.batch_max + 1)
     }
 
-    fn sync_batch(&self, n: usize) -> Result<usize> {
+    /// Checks `n` against [`max_sync_batch`](Self::max_sync_batch), with the error
+    /// [`next_ids_now`](Self::next_ids_now) gives: for bindings that check before they
+    /// allocate the memory [`fill_now`](Self::fill_now) writes into.
+    pub fn sync_batch(&self, n: usize) -> Result<usize> {
         crate::limits::sync_batch(n as u64, self.inner.core.shape.batch_max + 1)
     }
 

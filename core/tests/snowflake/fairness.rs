@@ -40,7 +40,7 @@ fn singles(
 fn single_ids_and_segment_refills_do_not_wait_behind_maximal_snowflake_batches() {
     let cache = tempfile::tempdir().unwrap();
     let sf = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(3))
+        .registry(RegistryConfig::Fixed(903))
         .cache_dir(cache.path())
         .build_blocking()
         .unwrap();
@@ -118,7 +118,7 @@ fn single_ids_and_segment_refills_do_not_wait_behind_maximal_snowflake_batches()
 fn a_never_waiting_batch_holds_its_caller_a_few_milliseconds_at_most() {
     let cache = tempfile::tempdir().unwrap();
     let sf = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(4))
+        .registry(RegistryConfig::Fixed(904))
         .cache_dir(cache.path())
         .build_blocking()
         .unwrap();
@@ -148,7 +148,7 @@ fn a_never_waiting_batch_holds_its_caller_a_few_milliseconds_at_most() {
 fn cancelling_an_async_batch_stops_it_reserving_ids() {
     let cache = tempfile::tempdir().unwrap();
     let sf = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(5))
+        .registry(RegistryConfig::Fixed(901))
         .cache_dir(cache.path())
         .build_blocking()
         .unwrap();
@@ -194,7 +194,7 @@ fn thread_cpu() -> Duration {
 fn a_paced_batch_sleeps_out_spent_milliseconds() {
     let cache = tempfile::tempdir().unwrap();
     let sf = SnowflakeGenerator::builder()
-        .registry(RegistryConfig::Fixed(6))
+        .registry(RegistryConfig::Fixed(902))
         .cache_dir(cache.path())
         .build_blocking()
         .unwrap();

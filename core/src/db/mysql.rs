@@ -16,11 +16,29 @@ use crate::error::{Error, Result};
 /// `ER_ACCESS_DENIED_ERROR`: wrong user or password.
 pub(crate) const ER_ACCESS_DENIED: u16 = 1045;
 
-/// `ER_DBACCESS_DENIED_ERROR`: the user may not use the database.
+/// `ER_DBACCESS_DENIED_ERROR`: the user may not use the database, or (to a user without
+/// global privileges, who may not learn which databases exist) no such database.
 pub(crate) const ER_DBACCESS_DENIED: u16 = 1044;
 
 /// `ER_ACCESS_DENIED_NO_PASSWORD_ERROR`: a password-less login refused.
 pub(crate) const ER_ACCESS_DENIED_NO_PASSWORD: u16 = 1698;
+
+/// `ER_HOST_NOT_PRIVILEGED`: no account of this user may log in from the client's host.
+pub(crate) const ER_HOST_NOT_PRIVILEGED: u16 = 1130;
+
+/// `ER_MUST_CHANGE_PASSWORD`: the account's password expired (`PASSWORD EXPIRE`); the
+/// login went through but every statement is refused until a new password is set.
+pub(crate) const ER_MUST_CHANGE_PASSWORD: u16 = 1820;
+
+/// `ER_MUST_CHANGE_PASSWORD_LOGIN`: the same, refused at the login (for clients that do
+/// not say they handle expired passwords, or `disconnect_on_expired_password`).
+pub(crate) const ER_MUST_CHANGE_PASSWORD_LOGIN: u16 = 1862;
+
+/// `ER_ACCOUNT_HAS_BEEN_LOCKED` of MySQL (`ACCOUNT LOCK`).
+pub(crate) const ER_ACCOUNT_HAS_BEEN_LOCKED: u16 = 3118;
+
+/// `ER_ACCOUNT_HAS_BEEN_LOCKED` of MariaDB (`ACCOUNT LOCK`), numbered apart from MySQL's.
+pub(crate) const ER_ACCOUNT_HAS_BEEN_LOCKED_MARIADB: u16 = 4151;
 
 /// `ER_TABLEACCESS_DENIED_ERROR`: the user lacks a privilege on a table (`CREATE`,
 /// `UPDATE`, …).
@@ -97,14 +115,26 @@ pub(crate) fn error_number(e: &sqlx::Error) -> Option<u16> {
 /// that exists to a user without `CREATE`, so a user with DML grants alone (as shops
 /// run servers) could not start at all; looked up first, it needs `CREATE` only while
 /// the table is missing. Two processes finding it missing at once both run `ddl`, and
-/// `IF NOT EXISTS` makes the second a no-op.
+/// `IF NOT EXISTS` makes the second a no-op. A `CREATE` refused for a grant after
+/// someone else (a DBA's migration) made the table since the lookup is no refusal
+/// either: see [`super::refusal::after_create`].
 pub(crate) async fn create_missing(
     conn: &mut MySqlConnection,
     name: &str,
     ddl: &'static str,
 ) -> std::result::Result<(), sqlx::Error> {
-    // information_schema lists the tables the user has any privilege on: a DML user
-    // sees its tables.
+    if found(conn, name).await? {
+        return Ok(());
+    }
+    match sqlx::raw_sql(ddl).execute(&mut *conn).await {
+        Ok(_) => Ok(()),
+        Err(e) => super::refusal::after_create(e, found(conn, name)).await,
+    }
+}
+
+/// Whether the URL's database has table `name`. information_schema lists the tables
+/// the user has any privilege on: a DML user sees its tables.
+async fn found(conn: &mut MySqlConnection, name: &str) -> std::result::Result<bool, sqlx::Error> {
     let found: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM information_schema.TABLES \
          WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?",
@@ -112,10 +142,7 @@ pub(crate) async fn create_missing(
     .bind(name)
     .fetch_one(&mut *conn)
     .await?;
-    if found == 0 {
-        sqlx::raw_sql(ddl).execute(&mut *conn).await?;
-    }
-    Ok(())
+    Ok(found > 0)
 }
 
 /// The database's clock, `NOW(3)`, in ms since the Unix epoch.

@@ -27,6 +27,8 @@
 //! `sslrootcert` / `sslcert` / `sslkey` in the URL are sqlx's, as libpq reads them.
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
@@ -47,6 +49,11 @@ pub(crate) const INSUFFICIENT_PRIVILEGE: &str = "42501";
 
 /// `invalid_catalog_name` (3D000): the URL names a database that does not exist.
 pub(crate) const INVALID_CATALOG_NAME: &str = "3D000";
+
+/// `invalid_schema_name` (3F000): here, "no schema has been selected to create in": no
+/// schema on the role's `search_path` is one it may use (no `USAGE` on `public`, or a
+/// `search_path` naming only schemas that do not exist). leafid names no schema itself.
+pub(crate) const INVALID_SCHEMA_NAME: &str = "3F000";
 
 /// `undefined_table` (42P01): a statement named a table that does not exist.
 pub(crate) const UNDEFINED_TABLE: &str = "42P01";
@@ -94,12 +101,116 @@ pub(crate) fn address(options: &PgConnectOptions) -> String {
 
 /// A pool of at most `max` connections that connects on first use, an acquire waiting
 /// at most `acquire_timeout`. Lazy so that building a store or registry does no I/O and
-/// needs no runtime context; the first statement runs on the background runtime.
-pub(crate) fn lazy_pool(options: &PgConnectOptions, max: u32, acquire_timeout: Duration) -> PgPool {
+/// needs no runtime context; the first statement runs on the background runtime. Each
+/// new connection reads its `default_transaction_isolation` into `isolation` (see
+/// [`DefaultIsolation`]), whose `read_committed` then builds the pool's statements.
+pub(crate) fn lazy_pool(
+    options: &PgConnectOptions,
+    max: u32,
+    acquire_timeout: Duration,
+    isolation: &DefaultIsolation,
+) -> PgPool {
+    let isolation = isolation.clone();
     PgPoolOptions::new()
         .max_connections(max)
         .acquire_timeout(acquire_timeout)
+        .after_connect(move |conn, _| {
+            let isolation = isolation.clone();
+            Box::pin(async move { isolation.read(conn).await })
+        })
         .connect_lazy_with(options.clone())
+}
+
+/// What the `default_transaction_isolation` of a pool's connections asks of each
+/// statement leafid runs on its tables: READ COMMITTED is what they need (see
+/// [`DefaultIsolation::read_committed`]), and only when a connection's default is
+/// something else does a statement carry `SET TRANSACTION ISOLATION LEVEL READ
+/// COMMITTED` before it.
+///
+/// Why not always: that prefix is a `SET` statement, and some poolers (pgcat,
+/// pg_doorman; RDS Proxy may pin) take any `SET` for session state and pay a reset
+/// round trip after each query, or pin the client to one server connection. Most
+/// databases run at READ COMMITTED, PostgreSQL's default, and need nothing.
+///
+/// The setting is read once per new connection (`SHOW`, one simple query), not per
+/// statement, and the pool keeps the strictest answer: a statement goes without the
+/// prefix only once every connection read so far said `read committed`, and never
+/// before the first was read. Behind PgBouncer in transaction mode the `SHOW` runs on
+/// whichever server connection the pooler picks, and a later statement may run on
+/// another; that is sound because every source of a default other than a client's own
+/// `SET` (the server's configuration, `ALTER DATABASE … SET`, `ALTER ROLE … SET`) is the
+/// same on every server connection of one database and user, and leafid never sends a
+/// session `SET`. What it does not cover: a DBA changing the default while leafid runs
+/// reaches server connections opened afterwards, which this pool sees only when it
+/// opens a connection of its own; until then a statement there may fail once with a
+/// serialization error (an outage the caller may retry, never a duplicate: row locks
+/// still hold at every level).
+#[derive(Clone)]
+pub(crate) struct DefaultIsolation(Arc<AtomicU8>);
+
+impl Default for DefaultIsolation {
+    /// Nothing read yet: every statement carries the prefix until a connection says.
+    fn default() -> Self {
+        DefaultIsolation(Arc::new(AtomicU8::new(UNREAD)))
+    }
+}
+
+/// [`DefaultIsolation`]'s states: no connection read yet, all read committed, or one not.
+const UNREAD: u8 = 0;
+const ALL_READ_COMMITTED: u8 = 1;
+const NOT_READ_COMMITTED: u8 = 2;
+
+impl DefaultIsolation {
+    /// Reads `conn`'s `default_transaction_isolation`; a connection that is not at
+    /// READ COMMITTED, or cannot say (an engine without the setting), makes every later
+    /// statement carry the prefix. Never fails the connection: the prefix is the safe
+    /// answer, and a broken connection fails its first statement anyway.
+    async fn read(&self, conn: &mut PgConnection) -> std::result::Result<(), sqlx::Error> {
+        let level = match sqlx::raw_sql("SHOW default_transaction_isolation")
+            .fetch_one(&mut *conn)
+            .await
+        {
+            Ok(row) => row.try_get::<String, _>(0).ok(),
+            Err(_) => None,
+        };
+        let seen = match level.as_deref() {
+            Some("read committed") => ALL_READ_COMMITTED,
+            _ => NOT_READ_COMMITTED,
+        };
+        // `fetch_max`: NOT_READ_COMMITTED, once seen, stays. Relaxed: the flag orders
+        // nothing else; a statement built just before it rises is the case above.
+        self.0.fetch_max(seen, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// `sql`, leafid's statement on one of its tables (values as [`literal`]s), as one
+    /// simple query run at READ COMMITTED whatever the database's or role's
+    /// `default_transaction_isolation` says.
+    ///
+    /// Every statement leafid runs on its tables is a transaction of its own whose
+    /// correctness rests on row locks, never on a snapshot spanning statements: an
+    /// `UPDATE` waits for a concurrent writer of its row, then (at READ COMMITTED)
+    /// checks its `WHERE` again on the row as that writer left it and adds to the value
+    /// it finds, so two refills get disjoint ranges and two takers of one worker id
+    /// cannot both match `holder = <what they read>`; an `INSERT` loses a race to a
+    /// unique index. At REPEATABLE READ or SERIALIZABLE the same `UPDATE` fails instead
+    /// with SQLSTATE 40001 ("could not serialize access"), which a refill would report
+    /// as an outage.
+    ///
+    /// When the connections' default is not READ COMMITTED (or not read yet), `SET
+    /// TRANSACTION` goes first in the implicit transaction a multi-statement simple
+    /// query runs in, so the level holds for that query alone: one `Query` message, no
+    /// session state, still safe behind PgBouncer in transaction mode. (`BEGIN …; …;
+    /// COMMIT` would leave the connection in a failed transaction when the statement
+    /// fails, the `COMMIT` skipped; the implicit block ends with the query.)
+    pub(crate) fn read_committed(&self, sql: &str) -> sqlx::RawSql {
+        if self.0.load(Ordering::Relaxed) == ALL_READ_COMMITTED {
+            return sqlx::raw_sql(AssertSqlSafe(sql.to_string()));
+        }
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; {sql}"
+        )))
+    }
 }
 
 /// The SQLSTATE of a statement (or login) the server refused, if it did.
@@ -151,30 +262,6 @@ pub(crate) fn literal(text: &str) -> Option<String> {
     Some(out)
 }
 
-/// `sql`, leafid's statement on one of its tables (values as [`literal`]s), as one
-/// simple query run at READ COMMITTED whatever the database's or role's
-/// `default_transaction_isolation` says.
-///
-/// Every statement leafid runs on its tables is a transaction of its own whose
-/// correctness rests on row locks, never on a snapshot spanning statements: an `UPDATE`
-/// waits for a concurrent writer of its row, then (at READ COMMITTED) checks its `WHERE`
-/// again on the row as that writer left it and adds to the value it finds, so two
-/// refills get disjoint ranges and two takers of one worker id cannot both match
-/// `holder = <what they read>`; an `INSERT` loses a race to a unique index. At
-/// REPEATABLE READ or SERIALIZABLE the same `UPDATE` fails instead with SQLSTATE 40001
-/// ("could not serialize access"), which a refill would report as an outage.
-///
-/// `SET TRANSACTION` is the first statement of the implicit transaction a
-/// multi-statement simple query runs in, so the level holds for that query alone: one
-/// `Query` message, no session state, still safe behind PgBouncer in transaction mode.
-/// (`BEGIN …; …; COMMIT` would leave the connection in a failed transaction when the
-/// statement fails, the `COMMIT` skipped; the implicit block ends with the query.)
-pub(crate) fn read_committed(sql: &str) -> sqlx::RawSql {
-    sqlx::raw_sql(AssertSqlSafe(format!(
-        "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; {sql}"
-    )))
-}
-
 /// Runs `ddl`, the `CREATE TABLE IF NOT EXISTS` of table `name`, only when no such
 /// table is on the search path. PostgreSQL checks the privilege to create in the schema
 /// before `IF NOT EXISTS`, and from 15 on no role but the owner has it on `public`, so a
@@ -182,25 +269,35 @@ pub(crate) fn read_committed(sql: &str) -> sqlx::RawSql {
 /// `CREATE` only while the table is missing. Two processes finding it missing at once
 /// both create: `IF NOT EXISTS` is checked before the catalog's own unique index, so
 /// the loser may be told `duplicate_table` or `unique_violation`; the table is there
-/// either way.
+/// either way. A `CREATE` refused for a grant after someone else (a DBA's migration)
+/// made the table since the lookup is no refusal either: see [`super::refusal::after_create`].
 pub(crate) async fn create_missing(
     conn: &mut PgConnection,
     name: &'static str,
     ddl: &'static str,
 ) -> std::result::Result<(), sqlx::Error> {
-    // `to_regclass` resolves the name through the search path as the CREATE would, and
-    // needs no privilege on the table. `name` is a constant of leafid's (no quote).
-    let sql = format!("SELECT to_regclass('{name}') IS NOT NULL AS found");
-    let row = sqlx::raw_sql(AssertSqlSafe(sql))
-        .fetch_one(&mut *conn)
-        .await?;
-    if row.try_get::<bool, _>("found")? {
+    if found(conn, name).await? {
         return Ok(());
     }
     match sqlx::raw_sql(ddl).execute(&mut *conn).await {
         Err(e) if matches!(sqlstate(&e), Some(DUPLICATE_TABLE | UNIQUE_VIOLATION)) => Ok(()),
-        other => other.map(drop),
+        Ok(_) => Ok(()),
+        Err(e) => super::refusal::after_create(e, found(conn, name)).await,
     }
+}
+
+/// Whether table `name` is on the search path. `to_regclass` resolves the name as the
+/// `CREATE` would, and needs no privilege on the table. `name` is a constant of
+/// leafid's (no quote).
+async fn found(
+    conn: &mut PgConnection,
+    name: &'static str,
+) -> std::result::Result<bool, sqlx::Error> {
+    let sql = format!("SELECT to_regclass('{name}') IS NOT NULL AS found");
+    let row = sqlx::raw_sql(AssertSqlSafe(sql))
+        .fetch_one(&mut *conn)
+        .await?;
+    row.try_get::<bool, _>("found")
 }
 
 /// The database's clock in ms since the Unix epoch: `statement_timestamp()`, the start

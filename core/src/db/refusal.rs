@@ -12,12 +12,24 @@ use crate::error::{Cause, CauseKind, Error};
 /// How a server refused this client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// The login: a wrong user or password, an unknown role, `pg_hba.conf`.
+    /// The login: a wrong user or password, an unknown role, `pg_hba.conf`; or an
+    /// account that may not work as it stands: locked, its password expired (MySQL
+    /// refuses every statement then, not only the login), not allowed from this host.
     Login,
     /// The database named in the URL does not exist.
     Database,
-    /// Logged in, but a statement needs a privilege the user lacks (MySQL 1142, 1143,
-    /// 1044; PostgreSQL 42501): `CREATE` for a missing table, `UPDATE` on a row, …
+    /// MySQL 1044: the user has no privilege on the URL's database, which is also what
+    /// MySQL answers a user without global privileges about a database that does not
+    /// exist (a misspelt name), so the advice names both.
+    DatabaseOrItsName,
+    /// PostgreSQL 42501 on a database: the role lacks `CONNECT` on it.
+    Connect,
+    /// PostgreSQL: the role lacks `USAGE` (or, for a missing table, `CREATE`) on the
+    /// schema (42501 naming a schema), or no schema on its `search_path` is one it may
+    /// use (3F000, "no schema has been selected to create in").
+    Schema,
+    /// Logged in, but a statement needs a privilege on a table the user lacks (MySQL
+    /// 1142, 1143; PostgreSQL 42501): `CREATE` for a missing table, `UPDATE` on a row, …
     Grants,
 }
 
@@ -26,22 +38,37 @@ pub(crate) enum Refusal {
 fn mysql_refusal(number: u16) -> Option<Refusal> {
     use super::mysql::*;
     match number {
-        ER_ACCESS_DENIED | ER_ACCESS_DENIED_NO_PASSWORD => Some(Refusal::Login),
+        ER_ACCESS_DENIED
+        | ER_ACCESS_DENIED_NO_PASSWORD
+        | ER_HOST_NOT_PRIVILEGED
+        | ER_MUST_CHANGE_PASSWORD
+        | ER_MUST_CHANGE_PASSWORD_LOGIN
+        | ER_ACCOUNT_HAS_BEEN_LOCKED
+        | ER_ACCOUNT_HAS_BEEN_LOCKED_MARIADB => Some(Refusal::Login),
         ER_BAD_DB => Some(Refusal::Database),
-        ER_DBACCESS_DENIED | ER_TABLEACCESS_DENIED | ER_COLUMNACCESS_DENIED => {
-            Some(Refusal::Grants)
-        }
+        ER_DBACCESS_DENIED => Some(Refusal::DatabaseOrItsName),
+        ER_TABLEACCESS_DENIED | ER_COLUMNACCESS_DENIED => Some(Refusal::Grants),
         _ => None,
     }
 }
 
-/// PostgreSQL SQLSTATEs of a refusal.
+/// PostgreSQL SQLSTATEs of a refusal; `message` is the server's text, read only to
+/// tell what a 42501 is about. It is matched on PostgreSQL's English wording ("permission
+/// denied for database", "… for schema"); a server set to another `lc_messages` gets
+/// the table-grant advice, which still says it is a grant, never an outage.
 #[cfg(feature = "postgres")]
-fn postgres_refusal(code: &str) -> Option<Refusal> {
+fn postgres_refusal(code: &str, message: &str) -> Option<Refusal> {
     use super::postgres::*;
     match code {
         INVALID_PASSWORD | INVALID_AUTHORIZATION => Some(Refusal::Login),
         INVALID_CATALOG_NAME => Some(Refusal::Database),
+        INVALID_SCHEMA_NAME => Some(Refusal::Schema),
+        INSUFFICIENT_PRIVILEGE if message.starts_with("permission denied for database") => {
+            Some(Refusal::Connect)
+        }
+        INSUFFICIENT_PRIVILEGE if message.starts_with("permission denied for schema") => {
+            Some(Refusal::Schema)
+        }
         INSUFFICIENT_PRIVILEGE => Some(Refusal::Grants),
         _ => None,
     }
@@ -58,9 +85,27 @@ pub(crate) fn refusal(e: &sqlx::Error) -> Option<Refusal> {
     }
     #[cfg(feature = "postgres")]
     if let Some(pg) = _db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
-        return postgres_refusal(pg.code());
+        return postgres_refusal(pg.code(), pg.message());
     }
     None
+}
+
+/// What a refused `CREATE TABLE IF NOT EXISTS` of a table the lookup just found missing
+/// comes to. Refused for a grant (a DML-only user, which may not create tables) while
+/// someone else made the table between the lookup and the `CREATE` (a DBA's migration
+/// racing a start), the table is there and the start goes on: `found_now`, one more
+/// lookup, run only then, says so. Anything else, or the table still missing, is the
+/// error `e` as it came (a refusal stays `AccessDenied` naming the grants).
+pub(crate) async fn after_create(
+    e: sqlx::Error,
+    found_now: impl std::future::Future<Output = Result<bool, sqlx::Error>>,
+) -> Result<(), sqlx::Error> {
+    if matches!(refusal(&e), Some(Refusal::Grants | Refusal::Schema))
+        && matches!(found_now.await, Ok(true))
+    {
+        return Ok(());
+    }
+    Err(e)
 }
 
 impl Refusal {
@@ -68,7 +113,11 @@ impl Refusal {
     /// an unknown database `NotFound`.
     pub(crate) fn kind(self) -> CauseKind {
         match self {
-            Refusal::Login | Refusal::Grants => CauseKind::LoginRefused,
+            Refusal::Login
+            | Refusal::DatabaseOrItsName
+            | Refusal::Connect
+            | Refusal::Schema
+            | Refusal::Grants => CauseKind::LoginRefused,
             Refusal::Database => CauseKind::NotFound,
         }
     }
@@ -80,11 +129,28 @@ impl Refusal {
         let text = match self {
             Refusal::Login => format!(
                 "the database refused the login ({text}); check the user and password in \
-                 the URL, the user's grants (and on PostgreSQL the role and pg_hba.conf)"
+                 the URL, and the account on the server: unlock it if it is locked, set a \
+                 new password if it expired, allow it from this client's host (and on \
+                 PostgreSQL check the role and pg_hba.conf)"
             ),
             Refusal::Database => {
                 format!("{text}; create the database or fix its name in the URL")
             }
+            Refusal::DatabaseOrItsName => format!(
+                "the user may not use the database ({text}); grant it {grants} on that \
+                 database, or fix the database name in the URL (MySQL says the same of a \
+                 database that does not exist)"
+            ),
+            Refusal::Connect => format!(
+                "the role may not connect to the database ({text}); grant it CONNECT on \
+                 the database (GRANT CONNECT ON DATABASE …)"
+            ),
+            Refusal::Schema => format!(
+                "the role may not use the schema leafid's tables are in ({text}); grant it \
+                 USAGE on that schema, and CREATE there while a table is missing, or set \
+                 its search_path to a schema it may use; on the tables it needs {grants} \
+                 (docs/errors.md)"
+            ),
             Refusal::Grants => format!(
                 "the user lacks a privilege ({text}); grant it {grants} \
                  (docs/errors.md lists the grants of each backend)"

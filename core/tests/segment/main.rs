@@ -19,6 +19,7 @@ mod support {
     pub mod own_database;
     pub mod postgres;
     pub mod self_exec;
+    pub mod watch_proxy;
 }
 
 /// The double buffer, the dynamic step, outages and the tag list on the in-memory store.

@@ -2,7 +2,7 @@
 //! SERIALIZABLE (`default_transaction_isolation`, issue 28 item 5), in a database of
 //! the test's own: several generators refilling one tag at a small step never see a
 //! serialization failure (every statement runs at READ COMMITTED, see
-//! `db::postgres::read_committed`), and no id is issued twice.
+//! `db::postgres::DefaultIsolation`), and no id is issued twice.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
@@ -10,6 +10,7 @@ use std::sync::{Arc, Barrier};
 use leafid::{SegmentGenerator, SegmentOptions};
 
 use crate::support::own_database::{OwnDatabase, Server};
+use crate::support::watch_proxy::WatchProxy;
 
 /// Generators, ids each, and the step: about 1 000 refills of one row, most of them
 /// concurrent with another.
@@ -73,4 +74,54 @@ fn concurrent_refills_of_one_tag_succeed_at_serializable() {
 #[test]
 fn concurrent_refills_of_one_tag_succeed_at_repeatable_read() {
     concurrent_refills_at("repeatable read", "iso_store_rr");
+}
+
+/// Refills through a proxy that counts what the store sends, on a database whose
+/// default is `level`: (the `UPDATE`s of refills, the `SET TRANSACTION`s), counted
+/// after the first id, once the pool has read its connection's default.
+fn refills_and_set_transactions_at(level: &str, label: &str) -> (usize, usize) {
+    let db = OwnDatabase::new(Server::Postgres, label);
+    let admin = SegmentGenerator::connect_blocking(
+        &db.admin_url,
+        SegmentOptions::default().create_table(true),
+    )
+    .unwrap();
+    let a = admin.clone();
+    leafid::runtime::block_on(async move { a.create_tag("order", 1, 10, "test").await }).unwrap();
+    admin.close();
+    db.admin(&format!(
+        "ALTER DATABASE {} SET default_transaction_isolation = '{level}'",
+        db.name()
+    ));
+    let proxy = WatchProxy::start(&db.admin_url, None);
+    let gen =
+        SegmentGenerator::connect_blocking(&proxy.url(&db.admin_url), SegmentOptions::default())
+            .unwrap();
+    gen.next_id("order").unwrap();
+    proxy.clear();
+    for _ in 0..200 {
+        gen.next_id("order").unwrap();
+    }
+    gen.close();
+    (
+        proxy.count("UPDATE leaf_alloc"),
+        proxy.count("SET TRANSACTION"),
+    )
+}
+
+/// At READ COMMITTED (PostgreSQL's default) a statement needs no `SET TRANSACTION`,
+/// which poolers such as pgcat take for session state and reset after every query.
+#[test]
+fn at_read_committed_a_refill_sends_no_set_transaction() {
+    let (refills, sets) = refills_and_set_transactions_at("read committed", "iso_rc_noset");
+    assert!(refills >= 3, "only {refills} refills seen");
+    assert_eq!(sets, 0, "{sets} SET TRANSACTION over {refills} refills");
+}
+
+/// At SERIALIZABLE every refill still runs at READ COMMITTED.
+#[test]
+fn at_serializable_every_refill_sets_read_committed() {
+    let (refills, sets) = refills_and_set_transactions_at("serializable", "iso_ser_set");
+    assert!(refills >= 3, "only {refills} refills seen");
+    assert_eq!(sets, refills);
 }

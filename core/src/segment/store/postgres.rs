@@ -55,6 +55,8 @@ pub struct PostgresStore {
     /// "PostgreSQL at host:port", for messages.
     at: String,
     pool: std::sync::OnceLock<PgPool>,
+    /// Whether the pool's statements need `SET TRANSACTION` (see [`pg::DefaultIsolation`]).
+    isolation: pg::DefaultIsolation,
     /// Why the pool could not connect (see [`crate::db::diagnosis`]).
     diagnosis: Diagnosis,
 }
@@ -93,6 +95,7 @@ impl PostgresStore {
             at: pg::address(&options),
             options,
             pool: std::sync::OnceLock::new(),
+            isolation: pg::DefaultIsolation::default(),
             diagnosis: Diagnosis::new(),
         })
     }
@@ -100,8 +103,14 @@ impl PostgresStore {
     fn pool(&self) -> &PgPool {
         // As the MySQL store: lazy, four connections, and an acquire that gives up in
         // time for a caller's wait to report the cause.
-        self.pool
-            .get_or_init(|| pg::lazy_pool(&self.options, 4, Duration::from_millis(1500)))
+        self.pool.get_or_init(|| {
+            pg::lazy_pool(
+                &self.options,
+                4,
+                Duration::from_millis(1500),
+                &self.isolation,
+            )
+        })
     }
 
     /// A connection from the pool, a refusal (connection refused, login refused,
@@ -190,7 +199,9 @@ impl SegmentStore for PostgresStore {
                 ),
             };
             let mut conn = self.conn().await?;
-            let row = pg::read_committed(&sql)
+            let row = self
+                .isolation
+                .read_committed(&sql)
                 .fetch_optional(&mut *conn)
                 .await
                 .map_err(db_error)?;
@@ -201,7 +212,7 @@ impl SegmentStore for PostgresStore {
                 });
             }
             // Missing, or a row the guard refused: say which.
-            let row = pg::read_committed(&format!(
+            let row = self.isolation.read_committed(&format!(
                 "SELECT max_id::bigint AS max_id, step::bigint AS step FROM leaf_alloc WHERE biz_tag = {t}"
             ))
             .fetch_optional(&mut *conn)
@@ -221,7 +232,9 @@ impl SegmentStore for PostgresStore {
 
     fn tags(&self) -> BoxFuture<'_, Result<Vec<String>>> {
         Box::pin(async move {
-            let rows = pg::read_committed("SELECT biz_tag FROM leaf_alloc")
+            let rows = self
+                .isolation
+                .read_committed("SELECT biz_tag FROM leaf_alloc")
                 .fetch_all(&mut *self.conn().await?)
                 .await
                 .map_err(db_error)?;
@@ -239,7 +252,9 @@ impl SegmentStore for PostgresStore {
                 "SELECT 1 FROM leaf_alloc WHERE biz_tag = {}",
                 tag_literal(tag)?
             );
-            let row = pg::read_committed(&sql)
+            let row = self
+                .isolation
+                .read_committed(&sql)
                 .fetch_optional(&mut *self.conn().await?)
                 .await
                 .map_err(db_error)?;
@@ -249,14 +264,16 @@ impl SegmentStore for PostgresStore {
 
     fn rows(&self) -> BoxFuture<'_, Result<Vec<TagRow>>> {
         Box::pin(async move {
-            let rows = pg::read_committed(
-                "SELECT biz_tag, max_id::bigint AS max_id, step::bigint AS step, description, \
+            let rows = self
+                .isolation
+                .read_committed(
+                    "SELECT biz_tag, max_id::bigint AS max_id, step::bigint AS step, description, \
                  to_char(update_time, 'YYYY-MM-DD HH24:MI:SS') AS update_time \
                  FROM leaf_alloc ORDER BY biz_tag",
-            )
-            .fetch_all(&mut *self.conn().await?)
-            .await
-            .map_err(db_error)?;
+                )
+                .fetch_all(&mut *self.conn().await?)
+                .await
+                .map_err(db_error)?;
             rows.iter()
                 .map(|r| {
                     Ok(TagRow {
@@ -301,7 +318,9 @@ impl SegmentStore for PostgresStore {
                  VALUES ({}, {start}, {step}, {description})",
                 tag_literal(tag)?
             );
-            let result = pg::read_committed(&sql)
+            let result = self
+                .isolation
+                .read_committed(&sql)
                 .execute(&mut *self.conn().await?)
                 .await;
             super::insert_result(tag, result, db_error)

@@ -42,6 +42,8 @@ fn lit(text: &str) -> sqlx::Result<String> {
 pub(crate) struct Db {
     options: PgConnectOptions,
     pool: OnceLock<PgPool>,
+    /// Whether the pool's statements need `SET TRANSACTION` (see [`pg::DefaultIsolation`]).
+    isolation: pg::DefaultIsolation,
 }
 
 impl Db {
@@ -49,12 +51,13 @@ impl Db {
         Ok(Db {
             options: pg::connect_options(url)?,
             pool: OnceLock::new(),
+            isolation: pg::DefaultIsolation::default(),
         })
     }
 
     fn pool(&self) -> &PgPool {
         self.pool
-            .get_or_init(|| pg::lazy_pool(&self.options, 2, ACQUIRE_TIMEOUT))
+            .get_or_init(|| pg::lazy_pool(&self.options, 2, ACQUIRE_TIMEOUT, &self.isolation))
     }
 
     pub(super) fn name(&self) -> &'static str {
@@ -81,7 +84,11 @@ impl Db {
              FROM leafid_worker_pool WHERE pool = {} ORDER BY worker_id",
             lit(pool)?
         );
-        let rows = pg::read_committed(&sql).fetch_all(self.pool()).await?;
+        let rows = self
+            .isolation
+            .read_committed(&sql)
+            .fetch_all(self.pool())
+            .await?;
         let slots = rows
             .iter()
             .map(|r| {
@@ -119,7 +126,11 @@ impl Db {
             old = lit(&slot.holder)?,
             force = if force { "TRUE" } else { "FALSE" },
         );
-        let done = pg::read_committed(&sql).execute(self.pool()).await?;
+        let done = self
+            .isolation
+            .read_committed(&sql)
+            .execute(self.pool())
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -142,7 +153,12 @@ impl Db {
             lit(t.info)?,
             t.term_ms,
         );
-        match pg::read_committed(&sql).execute(self.pool()).await {
+        match self
+            .isolation
+            .read_committed(&sql)
+            .execute(self.pool())
+            .await
+        {
             Ok(_) => Ok(true),
             Err(e) if sqlstate(&e) == Some(pg::UNIQUE_VIOLATION) => Ok(false),
             Err(e) => Err(e),
@@ -154,7 +170,11 @@ impl Db {
             "SELECT holder, bound_ms FROM leafid_worker_pool WHERE pool = {} AND worker_id = {id}",
             lit(pool)?
         );
-        let row = pg::read_committed(&sql).fetch_optional(self.pool()).await?;
+        let row = self
+            .isolation
+            .read_committed(&sql)
+            .fetch_optional(self.pool())
+            .await?;
         row.map(|r| {
             Ok(Own {
                 holder: r.try_get("holder")?,
@@ -179,7 +199,11 @@ impl Db {
             lit(pool)?,
             lit(token)?
         );
-        let done = pg::read_committed(&sql).execute(self.pool()).await?;
+        let done = self
+            .isolation
+            .read_committed(&sql)
+            .execute(self.pool())
+            .await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -190,7 +214,8 @@ impl Db {
             lit(pool)?,
             lit(token)?
         );
-        pg::read_committed(&sql)
+        self.isolation
+            .read_committed(&sql)
             .execute(self.pool())
             .await
             .map(drop)

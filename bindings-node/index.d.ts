@@ -2,7 +2,10 @@
 //
 // - Ids are always `bigint` (64-bit, never a lossy `number`). `JSON.stringify` throws on
 //   a bigint, so every `nextId` has a `nextIdString` twin giving the decimal form: send
-//   that in JSON, parse it back with `BigInt(s)`.
+//   that in JSON, parse it back with `BigInt(s)`; or serialize whole responses with
+//   `jsonReplacer` (Express `app.set('json replacer', jsonReplacer)`). Ids of the
+//   `jsSafe` option and `jsSafeLayout()` are `bigint` too, below 2^53: `Number(id)` is
+//   exact for them.
 // - Synchronous calls (`nextId`, `nextIds`, `nextIdString`, `tag`, …) never wait on I/O:
 //   when no id is at hand (both segments spent and the refill not back, first segment
 //   not loaded yet, the registry needed first) they throw at once, a segment generator
@@ -54,6 +57,16 @@ export declare class LeafError extends Error {
  * versions side by side, where `instanceof` compares with the other copy's class).
  */
 export declare function isLeafError(e: unknown): e is LeafError;
+
+/**
+ * A `JSON.stringify` replacer for responses that carry ids: a bigint becomes its decimal
+ * string, a `BigInt64Array` an array of them, anything else passes unchanged. Always a
+ * string, even below 2^53, so a field's JSON type never depends on its value (JS
+ * clients take 64-bit ids as strings, like Twitter's `id_str`); read it back with
+ * `BigInt(s)`. Express: `app.set('json replacer', jsonReplacer)`; Fastify:
+ * `app.setReplySerializer((payload) => JSON.stringify(payload, jsonReplacer))`.
+ */
+export declare function jsonReplacer(key: string, value: unknown): unknown;
 
 /**
  * Node's own error for a bad argument, as its built-in modules throw them: a `TypeError`
@@ -111,8 +124,8 @@ export interface SegmentOptions {
   /** The largest step the dynamic step grows to (1000000). */
   maxStep?: number;
   /**
-   * Never issue an id at or above 2^53 (false): every id stays exact as a JS `number`
-   * (JSON). Once a tag reaches 2^53 its calls throw `LEAF_INVALID_CONFIG`.
+   * Never issue an id at or above 2^53 (false), so `Number(id)` is exact (ids are still
+   * `bigint`, as every id). Once a tag reaches 2^53 its calls throw `LEAF_INVALID_CONFIG`.
    */
   jsSafe?: boolean;
   /**
@@ -151,6 +164,8 @@ export interface SegmentStats {
   value: bigint;
   max: bigint;
   step: number;
+  /** The JSON form (`JSON.stringify(gen.stats())` works): the ids as decimal strings. */
+  toJSON(): { value: string; max: string; step: number };
 }
 
 /** One tag's state, as Leaf's /cache page shows it, plus refill figures. */
@@ -378,7 +393,8 @@ export declare function decode(id: bigint, layout?: Layout): DecodedId;
 /** Leaf's layout: 41 + 10 + 12 bits, epoch 1288834974657. */
 export declare function leafLayout(): Layout;
 /**
- * A layout whose ids stay below 2^53, so they are exact as a JS `number` and in JSON:
+ * A layout whose ids stay below 2^53, so `Number(id)` is exact (the generator still
+ * returns `bigint`, as every id):
  * 41 timestamp bits (until 2080-07-10), 3 worker bits (worker ids 0..7), 9 sequence
  * bits (512 ids per ms per worker), Leaf's epoch. `new Layout` bits must sum to 63, or
  * to 53 like this one.

@@ -104,6 +104,27 @@ function isLeafError(e) {
 
 native.__setLeafErrorClass(LeafError);
 
+/**
+ * A `JSON.stringify` replacer that writes ids as decimal strings: a bigint becomes its
+ * decimal string, a `BigInt64Array` (`nextIds`) an array of them; everything else
+ * passes as it is. Strings, never numbers, even for ids below 2^53: a field's JSON type
+ * must not change with its value (a client reading `id` as a number breaks silently
+ * once ids pass 2^53), and JS API clients expect 64-bit ids as strings (Twitter's
+ * `id_str`). Read one back with `BigInt(s)`. Express: `app.set('json replacer',
+ * jsonReplacer)`; Fastify: `app.setReplySerializer((p) => JSON.stringify(p, jsonReplacer))`.
+ */
+function jsonReplacer(key, value) {
+  if (typeof value === 'bigint') return value.toString();
+  // Otherwise stringify writes a typed array as an object (`{"0": …}`).
+  if (value instanceof BigInt64Array || value instanceof BigUint64Array) return Array.from(value, String);
+  return value;
+}
+
+/** The JSON form of a segment's stats: its ids as decimal strings (see `jsonReplacer`). */
+function segmentStatsToJSON() {
+  return { value: this.value.toString(), max: this.max.toString(), step: this.step };
+}
+
 /** `e` re-made here, with its class, message and properties (`code`), for its stack. */
 function atCallSite(e) {
   if (!(e instanceof Error)) return e;
@@ -142,12 +163,30 @@ for (const name of ['nextIdAsync', 'nextIdsAsync', 'createTag', 'createTable', '
 for (const name of ['nextIdAsync', 'nextIdsAsync']) wrapAsync(TagHandle.prototype, name);
 for (const name of ['nextIdAsync', 'nextIdsAsync', 'close']) wrapAsync(SnowflakeGenerator.prototype, name);
 
+// stats(): each segment's ids stay bigints, with a (non-enumerable) toJSON so that
+// `JSON.stringify(gen.stats())` works without a replacer.
+const nativeStats = SegmentGenerator.prototype.stats;
+Object.defineProperty(SegmentGenerator.prototype, 'stats', {
+  value: function stats() {
+    const tags = nativeStats.call(this);
+    for (const tag of tags) {
+      for (const segment of tag.segments) {
+        Object.defineProperty(segment, 'toJSON', { value: segmentStatsToJSON, configurable: true, writable: true });
+      }
+    }
+    return tags;
+  },
+  writable: true,
+  configurable: true,
+});
+
 module.exports = {
   SegmentGenerator,
   TagHandle,
   SnowflakeGenerator,
   LeafError,
   isLeafError,
+  jsonReplacer,
   decode: native.decode,
   leafLayout: native.leafLayout,
   jsSafeLayout: native.jsSafeLayout,

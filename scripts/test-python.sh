@@ -9,7 +9,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 venv=${LEAFID_TEST_VENV:-$root/.venv-test}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q pytest pytest-timeout mypy prometheus_client
+# pydantic: tests/python/test_orm_defaults.py checks the docs' string-id recipe.
+"$venv/bin/pip" install -q pytest pytest-timeout mypy prometheus_client pydantic
 "$venv/bin/pip" install -q --force-reinstall --no-deps "${LEAFID_WHEEL:-.}"
 # A test that hangs (a forked child stuck, a wait that never ends) fails after 5
 # minutes with every thread's stack, instead of holding the whole run to CI's limit.

@@ -120,6 +120,8 @@ const NO_ARGUMENTS = new Set([
   'leafLayout', 'jsSafeLayout', 'LEAF_EPOCH', 'metricsText',
   // A JS Error subclass and its guard: any message and any value, as Error takes them.
   'LeafError.constructor', 'LeafError#name', 'isLeafError',
+  // A JSON.stringify replacer: any key and value, others passed through (json.test.js).
+  'jsonReplacer',
 ]);
 
 function describe(v) {

@@ -1,7 +1,7 @@
 // The issue-21 surface under `tsc --noEmit --strict` (types.test.js): LeafError is a
 // class (instanceof narrows), isLeafError a type guard, both generators connect with
 // (url, options?), stats() ids are bigints, unknown options are type errors.
-import { SegmentGenerator, SnowflakeGenerator, LeafError, isLeafError, type LeafErrorCode, type TagStats } from 'leafid';
+import { SegmentGenerator, SnowflakeGenerator, LeafError, isLeafError, jsonReplacer, type LeafErrorCode, type TagStats } from 'leafid';
 
 export async function surface(): Promise<bigint> {
   const gen = await SegmentGenerator.connect('memory:', { waitTimeoutMs: 10 });
@@ -18,6 +18,10 @@ export async function surface(): Promise<bigint> {
   const stats: TagStats[] = gen.stats();
   const value: bigint = stats[0].segments[0].value + BigInt(stats[0].step + stats[0].minStep);
   const refills: number = stats[0].refills;
+  // Ids in JSON (issue 31): the replacer, and stats' own JSON form.
+  const body: string = JSON.stringify({ id: value }, jsonReplacer);
+  const max: string = stats[0].segments[0].toJSON().max;
+  console.log(body, max);
   const sf = await SnowflakeGenerator.connect('fixed:7', { cacheDir: '/tmp' });
   const older = await SnowflakeGenerator.connect({ registry: 'fixed:8' });
   // @ts-expect-error: a misspelt option is refused, as plain JS refuses it.

@@ -52,20 +52,25 @@ async fn on_runtime<T: Send + 'static>(
 /// The store's error as a CLI message: the URL (without its password) first, and the
 /// CLI command that fixes it instead of the library call the core suggests.
 fn describe(url: &str, e: Error) -> String {
-    let url = leafid::redact::url(url);
-    let msg = match &e {
-        Error::TableMissing { table } => format!(
-            "table {table} does not exist; create it with `leafid init` (or `leafid serve --create-table`)"
+    format!("{}: {}", leafid::redact::url(url), advice(&e))
+}
+
+/// The store's error as the CLI says it: the CLI command that fixes it instead of the
+/// library call the core suggests. `leafid serve`'s messages come from here too.
+pub fn advice(e: &Error) -> String {
+    match e {
+        Error::TableMissing { table } => leafid::error::table_missing_message(
+            table,
+            "`leafid init` (or `leafid serve --create-table`)",
         ),
         Error::TagNotFound { tag } => {
             format!("tag {tag:?} not found; create it with `leafid create-tag {tag}`")
         }
-        Error::TagExists { tag } => format!(
-            "tag {tag:?} already exists; add --exist-ok to accept an existing tag"
-        ),
+        Error::TagExists { tag } => {
+            format!("tag {tag:?} already exists; add --exist-ok to accept an existing tag")
+        }
         _ => e.to_string(),
-    };
-    format!("{url}: {msg}")
+    }
 }
 
 /// `leafid init`: creates `leaf_alloc` when missing; says whether it did.

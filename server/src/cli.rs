@@ -10,6 +10,7 @@ const EXAMPLES: &str = "\
 Examples:
   export LEAFID_URL=mysql://root:pw@127.0.0.1:3306/leaf   # or postgres://…, sqlite:///var/lib/leafid/ids.db
   leafid init                                   # create leaf_alloc (safe to run again)
+  leafid init --config leaf.properties          # the store of Java Leaf's own file
   leafid create-tag order --step 1000 --exist-ok
   leafid next order -n 5                         # reserves exactly 5 ids
   leafid tags --json
@@ -112,12 +113,31 @@ Examples:
   leafid serve --url sqlite:///var/lib/leafid/ids.db --create-table --snowflake fixed:1
   LEAFID_URL=mysql://leaf:pw@db:3306/leaf LEAFID_LISTEN=0.0.0.0:8080 leafid serve";
 
-/// The segment store an operator subcommand works on.
+/// The segment store an operator subcommand works on: `--url`, or the store of the
+/// `leaf.properties` given with `--config` (the URL wins when both are given, as in
+/// `leafid serve`).
 #[derive(Debug, Args)]
 pub struct StoreArg {
     /// The store URL: `mysql://user:pass@host:3306/db`, `postgres://user:pass@host:5432/db` or `sqlite://path`.
     #[arg(long, env = "LEAFID_URL", hide_env_values = true)]
-    pub url: String,
+    pub url: Option<String>,
+    /// Leaf's `leaf.properties`: the store of its `leaf.jdbc.*` keys, read as
+    /// `leafid serve --config` reads them.
+    #[arg(long, env = "LEAFID_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+impl StoreArg {
+    /// The store's URL: `--url`, else the one `--config` names.
+    pub fn resolve(&self) -> Result<String, String> {
+        match (&self.url, &self.config) {
+            (Some(url), _) => Ok(url.clone()),
+            (None, Some(path)) => crate::config::read_segment_url(path),
+            (None, None) => {
+                Err("no store: give --url (or LEAFID_URL), or --config leaf.properties".into())
+            }
+        }
+    }
 }
 
 /// A listing subcommand's arguments.

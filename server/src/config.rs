@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::path::Path;
 
 /// What `leafid serve` runs: a segment store URL and a snowflake registry URL, each
 /// present only when that mode is enabled.
@@ -140,6 +141,30 @@ fn unescape(s: &str) -> String {
         }
     }
     out
+}
+
+/// Reads the `leaf.properties` file at `path` into the URLs `leafid serve` runs on.
+pub fn read(path: &Path) -> Result<ServeConfig, String> {
+    from_properties(&read_text(path)?).map_err(|e| e.to_string())
+}
+
+/// The segment store's URL in the `leaf.properties` file at `path`, from its
+/// `leaf.jdbc.*` keys as `leafid serve` reads them: the store `leafid init` and the
+/// table commands work on with `--config`. Snowflake keys are not read (these commands
+/// never need them), and a file with `leaf.segment.enable=false` names no store.
+pub fn read_segment_url(path: &Path) -> Result<String, String> {
+    let props = parse_properties(&read_text(path)?);
+    if !flag(&props, "leaf.segment.enable").map_err(|e| e.to_string())? {
+        return Err(format!(
+            "{}: leaf.segment.enable=false, so it names no segment store; give --url",
+            path.display()
+        ));
+    }
+    jdbc_to_url(&props).map_err(|e| e.to_string())
+}
+
+fn read_text(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 /// Reads a `leaf.properties` text into the URLs `leafid serve` runs on.

@@ -33,10 +33,22 @@ async fn main() -> std::process::ExitCode {
         // SAFETY: signal(2) only sets the process-wide disposition; no Rust memory is touched.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    let result = match cli.command {
+    let result = run(cli.command).await;
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("leafid: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs one subcommand.
+async fn run(command: Command) -> Result<(), String> {
+    match command {
         Command::Serve(args) => serve::run(args).await,
-        Command::Init(s) => admin::init(&s.url).await,
-        Command::Tags(l) => admin::tags(&l.store.url, l.json).await,
+        Command::Init(s) => admin::init(&s.resolve()?).await,
+        Command::Tags(l) => admin::tags(&l.store.resolve()?, l.json).await,
         Command::CreateTag {
             store,
             tag,
@@ -44,16 +56,9 @@ async fn main() -> std::process::ExitCode {
             step,
             description,
             exist_ok,
-        } => admin::create_tag(&store.url, &tag, start, step, &description, exist_ok).await,
-        Command::Next { store, tag, n } => admin::next(&store.url, &tag, n).await,
+        } => admin::create_tag(&store.resolve()?, &tag, start, step, &description, exist_ok).await,
+        Command::Next { store, tag, n } => admin::next(&store.resolve()?, &tag, n).await,
         Command::Decode { id } => admin::decode(&id),
-        Command::Stats(l) => admin::stats(&l.store.url, l.json).await,
-    };
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("leafid: {e}");
-            std::process::ExitCode::FAILURE
-        }
+        Command::Stats(l) => admin::stats(&l.store.resolve()?, l.json).await,
     }
 }

@@ -15,11 +15,7 @@ use crate::store;
 /// The configuration from `--config` and the URL flags (flags win).
 pub fn resolve(args: &ServeArgs) -> Result<ServeConfig, String> {
     let mut config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            config::from_properties(&text).map_err(|e| e.to_string())?
-        }
+        Some(path) => config::read(path)?,
         None => ServeConfig::default(),
     };
     if let Some(url) = &args.url {
@@ -51,9 +47,10 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
             let options = leafid::SegmentOptions::default()
                 .create_table(args.create_table)
                 .thread_chunk(args.thread_chunk);
-            let (slot, retrying) = store::connect(url, options)
-                .await
-                .map_err(|e| format!("segment store {}: {e}", leafid::redact::url(url)))?;
+            let (slot, retrying) = store::connect(url, options).await.map_err(|e| {
+                let url = leafid::redact::url(url);
+                format!("segment store {url}: {}", crate::admin::advice(&e))
+            })?;
             (Some(slot), retrying)
         }
         None => (None, None),

@@ -58,7 +58,7 @@ impl SegmentSlot {
         // not true of a server that never connected.
         let why = match e {
             Error::StoreUnavailable { cause, .. } => format!("store unavailable: {cause}"),
-            other => other.to_string(),
+            other => crate::admin::advice(other),
         };
         *self.waiting_on.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
     }
@@ -106,7 +106,7 @@ async fn retry(url: String, options: SegmentOptions, slot: SegmentSlot) {
             Err(e) => {
                 // A store that comes back misconfigured (say its table dropped) is
                 // logged at each attempt; the operator's fix is picked up without a restart.
-                tracing::warn!(store = %leafid::redact::url(&url), error = %e, "segment store still unavailable");
+                tracing::warn!(store = %leafid::redact::url(&url), error = %crate::admin::advice(&e), "segment store still unavailable");
                 slot.fail(&e);
             }
         }

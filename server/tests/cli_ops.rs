@@ -244,3 +244,71 @@ fn serve_logs_its_version_and_no_raw_floor_sentinel() {
     assert!(log.contains("floor=none"), "{log}");
     assert!(!log.contains("-9223372036854775808"), "{log}");
 }
+
+/// `leafid init` and every table command take Java Leaf's `leaf.properties` with
+/// `--config`, reading its `leaf.jdbc.*` keys as `leafid serve --config` does (snowflake
+/// keys, here without the `leaf.name` serve would need, are not read), so no JDBC URL is
+/// translated by hand.
+#[test]
+fn init_and_table_commands_read_the_store_from_leaf_properties() {
+    let db = FreshDatabase::create("srv_cfg");
+    let url = url::Url::parse(&db.url).unwrap();
+    let props = format!(
+        "leaf.segment.enable=true\n\
+         leaf.jdbc.url=jdbc:mysql://{}:{}{}?useUnicode=true&characterEncoding=utf8\n\
+         leaf.jdbc.username={}\nleaf.jdbc.password={}\n\
+         leaf.snowflake.enable=true\n",
+        url.host_str().unwrap(),
+        url.port().unwrap_or(3306),
+        url.path(),
+        url.username(),
+        url.password().unwrap_or(""),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leaf.properties");
+    std::fs::write(&path, props).unwrap();
+    let config = path.to_str().unwrap();
+    let cli = |args: &[&str]| {
+        let out = leafid()
+            .args(args)
+            .args(["--config", config])
+            .env_remove("LEAFID_URL")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    let (ok, out, err) = cli(&["init"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("created table leaf_alloc"), "{out}");
+    let (ok, _, err) = cli(&["create-tag", "cfg", "--step", "10"]);
+    assert!(ok, "{err}");
+    let (ok, out, err) = cli(&["next", "cfg", "-n", "3"]);
+    assert!(ok, "{err}");
+    assert_eq!(ids(&out), [1, 2, 3]);
+    for args in [&["tags"][..], &["stats"]] {
+        let (ok, out, err) = cli(args);
+        assert!(ok && out.contains("cfg"), "{args:?}: {out}{err}");
+    }
+    // The store is the file's: the table is in the fresh database.
+    assert!(run(&db.url, &["tags"]).1.contains("cfg"));
+}
+
+/// `leafid serve` on a store without `leaf_alloc` stops naming the server's own ways to
+/// create it (`leafid init`, `--create-table`), not the library's `create_table()`.
+#[test]
+fn serve_on_a_missing_table_names_leafid_init() {
+    let db = FreshDatabase::create("srv_notable");
+    let out = leafid()
+        .args(["serve", "--url", &db.url, "--listen", "127.0.0.1:0"])
+        .env_remove("LEAFID_CONFIG")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("table leaf_alloc does not exist"), "{err}");
+    assert!(err.contains("`leafid init`") && err.contains("--create-table"), "{err}");
+    assert!(!err.contains("create_table"), "{err}");
+}

@@ -73,8 +73,9 @@ pub enum Error {
         /// The tag.
         tag: String,
     },
-    /// The table the store needs is missing.
-    #[error("table {table} does not exist; create it with create_table() or run Leaf's DDL")]
+    /// The table the store needs is missing. Its message names the Rust way to create
+    /// it; a binding or the server names its own with [`table_missing_message`].
+    #[error("{}", table_missing_message(table, RUST_CREATE_TABLE))]
     TableMissing {
         /// The missing table.
         table: String,
@@ -237,6 +238,20 @@ pub enum Error {
         #[source]
         source: Option<Cause>,
     },
+}
+
+/// How a Rust caller creates a missing table: the option that makes it when missing.
+const RUST_CREATE_TABLE: &str =
+    "SegmentOptions::create_table(true) (or SegmentGenerator::create_table())";
+
+/// The message of a [`Error::TableMissing`] of `table`, with `fix` the caller's own way
+/// to create it: the core's message names the Rust option, a binding its keyword or
+/// option (`create_table=True`, `createTable: true`), the server its command. One
+/// wording, each language's name.
+pub fn table_missing_message(table: &str, fix: &str) -> String {
+    format!(
+        "table {table} does not exist; create it with {fix}, or run Leaf's DDL (docs/segment.md)"
+    )
 }
 
 /// What a `SegmentsExhausted` caller waited for: nothing (a never-waiting call) or a time.

@@ -111,38 +111,77 @@ fn split_scheme(text: &str) -> (&str, &str) {
 /// a piece of the URL, where [`url()`] cannot see what is a password.
 pub fn scrub(text: &str, url: &str) -> String {
     let mut out = text.to_string();
-    for secret in secrets(url) {
+    for (secret, only_words) in secrets(url) {
         // Short fragments would blank out ordinary words; a 1–2 character password
         // shows only inside the URL, which is redacted on its own.
         if secret.chars().count() >= 3 {
-            out = out.replace(&secret, "***");
+            out = if only_words {
+                replace_words(&out, &secret)
+            } else {
+                out.replace(&secret, "***")
+            };
         }
     }
     out
 }
 
+/// `text` with each occurrence of `secret` that is not part of a longer word replaced
+/// by `***`: the user `root` is hidden in "user root" but "chroot" stays a word.
+fn replace_words(text: &str, secret: &str) -> String {
+    let word = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    let (first, last) = (secret.chars().next(), secret.chars().next_back());
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for (i, _) in text.match_indices(secret) {
+        if i < copied {
+            continue; // overlaps the previous occurrence, already hidden
+        }
+        let end = i + secret.len();
+        let glued_before = word(first) && word(text[..i].chars().next_back());
+        let glued_after = word(last) && word(text[end..].chars().next());
+        if !glued_before && !glued_after {
+            out.push_str(&text[copied..i]);
+            out.push_str("***");
+            copied = end;
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
 /// The secrets [`url`] hides, each as written, percent-decoded and escaped as `{:?}`
-/// shows it, longest first (so a
-/// secret containing another is replaced whole).
-fn secrets(text: &str) -> Vec<String> {
+/// shows it, longest first (so a secret containing another is replaced whole); with
+/// each, whether it is hidden only where it stands as a word of its own. That is so
+/// for what may be only a user name (`root` in `mysql://root@h`, or the first piece
+/// of an unknown scheme's user info): hidden as a word, it stays hidden wherever a
+/// message names it, and "chroot" is not starred. What follows a `:` may be a
+/// password and is hidden wherever it appears.
+fn secrets(text: &str) -> Vec<(String, bool)> {
     let (scheme, rest) = split_scheme(text);
     let mut found = Vec::new();
     if let Some(at) = rest.rfind('@') {
         let info = &rest[..at];
         if !scheme.is_empty() && !known_scheme(scheme) {
             // As [`url()`] hides it: the whole user info, and its pieces (under the
-            // other reading they are all password).
-            found.push(info.to_string());
-            found.extend(info.split(':').map(str::to_string));
+            // other reading they are all password; the first is a user name under
+            // the one where the scheme is a scheme).
+            found.push((info.to_string(), false));
+            for (i, piece) in info.split(':').enumerate() {
+                found.push((piece.to_string(), i == 0));
+            }
         }
         match info.find(':') {
             Some(colon) => {
-                found.push(info[colon + 1..].to_string());
+                found.push((info[colon + 1..].to_string(), false));
                 // What follows the last `:` too: the password itself when the first
                 // `:` belongs to something else (`fixed:user:pw@`).
-                found.push(info[info.rfind(':').unwrap_or(colon) + 1..].to_string());
+                found.push((
+                    info[info.rfind(':').unwrap_or(colon) + 1..].to_string(),
+                    false,
+                ));
             }
-            None if !info.contains('/') => found.push(info.to_string()),
+            // A lone user info: a user name, or a token.
+            None if !info.contains('/') => found.push((info.to_string(), true)),
             None => {}
         }
     }
@@ -150,33 +189,35 @@ fn secrets(text: &str) -> Vec<String> {
         for part in text[q + 1..].split('&') {
             if let Some((k, v)) = part.split_once('=') {
                 if secret_key(k) {
-                    found.push(v.to_string());
+                    found.push((v.to_string(), false));
                 }
             }
         }
     }
-    let decoded: Vec<String> = found
+    let decoded: Vec<(String, bool)> = found
         .iter()
-        .map(|s| {
-            url::form_urlencoded::parse(format!("x={s}").as_bytes())
+        .map(|(s, only_words)| {
+            let decoded = url::form_urlencoded::parse(format!("x={s}").as_bytes())
                 .next()
                 .map(|(_, v)| v.into_owned())
-                .unwrap_or_default()
+                .unwrap_or_default();
+            (decoded, *only_words)
         })
         .collect();
     found.extend(decoded);
     // As `{:?}` shows them, for reasons that quote a piece with escapes.
-    let escaped: Vec<String> = found
+    let escaped: Vec<(String, bool)> = found
         .iter()
-        .map(|s| {
+        .map(|(s, only_words)| {
             let quoted = format!("{s:?}");
-            quoted[1..quoted.len() - 1].to_string()
+            (quoted[1..quoted.len() - 1].to_string(), *only_words)
         })
         .collect();
     found.extend(escaped);
-    found.retain(|s| !s.is_empty());
-    found.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    found.dedup();
+    found.retain(|(s, _)| !s.is_empty());
+    // A text that is both a possible user name and a password elsewhere is a password.
+    found.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then(a.cmp(b)));
+    found.dedup_by(|later, kept| later.0 == kept.0);
     found
 }
 
@@ -334,6 +375,26 @@ mod tests {
             "bad port in user:***@h"
         );
         assert_eq!(scrub("nothing here", "mysql://h/db"), "nothing here");
+    }
+
+    /// Issue 31: a user name is hidden where it stands as a word, never inside
+    /// another word ("chroot" for the user `root`); a password still wherever it shows.
+    #[test]
+    fn scrub_hides_a_user_name_only_as_a_word_and_a_password_everywhere() {
+        let reason = "a chroot or name cannot contain '@' (user root@, root)";
+        assert_eq!(
+            scrub(reason, "zookeeper://root@h:2181/leaf"),
+            "a chroot or name cannot contain '@' (user ***@, ***)"
+        );
+        assert_eq!(
+            scrub("chroot of root", "app://root:s3cret@zk1"),
+            "chroot of ***"
+        );
+        // As a password, `root` is hidden even inside a word.
+        assert_eq!(
+            scrub("a chroot of x", "zookeeper://admin:root@h/leaf"),
+            "a ch*** of x"
+        );
     }
 
     /// Found by the `urls` fuzz target: a reason that quoted a piece of the URL.

@@ -18,7 +18,10 @@ import os as _os
 # waits for that thread at exit.
 import logging as _logging  # noqa: F401
 import threading as _threading  # noqa: F401
-from typing import Any, NamedTuple, Optional
+# Under private names: `dir(leafid)` holds only leafid's own names (`__all__`).
+from typing import Any as _Any
+from typing import NamedTuple as _NamedTuple
+from typing import Optional as _Optional
 
 from ._errors import (
     ClockBehindRegistry,
@@ -71,7 +74,7 @@ if hasattr(_os, "register_at_fork"):
     _os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     # `Connecting` lives with the asyncio glue, imported on first use: `import leafid`
     # does not pay for importing asyncio.
     if name == "Connecting":
@@ -81,7 +84,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'leafid' has no attribute {name!r}")
 
 
-class DecodedId(NamedTuple):
+def __dir__() -> list[str]:
+    # The module's names and `Connecting`, which `__getattr__` imports on first use.
+    return sorted({*globals(), "Connecting"})
+
+
+class DecodedId(_NamedTuple):
     """The parts of a snowflake id."""
 
     timestamp_ms: int
@@ -94,7 +102,7 @@ class DecodedId(NamedTuple):
         return _dt.datetime.fromtimestamp(self.timestamp_ms / 1000, tz=_dt.timezone.utc)
 
 
-def decode(id: int, layout: Optional[Layout] = None) -> DecodedId:
+def decode(id: int, layout: _Optional[Layout] = None) -> DecodedId:
     """Splits a snowflake id into timestamp, worker id and sequence (Leaf's layout by
     default)."""
     return DecodedId(*_decode(id, layout))
@@ -140,3 +148,7 @@ __all__ = [
     "encode_base62",
     "metrics_text",
 ]
+
+# `from __future__ import annotations` binds the name `annotations` here; the
+# compiler flag it set stays.
+del annotations

@@ -79,6 +79,26 @@ test('a rejected Promise carries a LeafError whose stack names the awaiting call
   await assert.rejects(sf.nextIdsAsync(2), leafErrorHere('LEAF_CLOSED'));
 });
 
+test('a rejection taken with .then, never awaited, names the calling function too', async () => {
+  // Issue 31: V8 links only an awaiting caller's frames to a rejection; the frames are
+  // taken at the call instead, so a `.then` chain's error says where the call was.
+  const gen = await SegmentGenerator.connect('memory:');
+  await gen.createTag('t');
+  const seen = [];
+  function callsWithThen(call) {
+    return new Promise((resolve) => call().then(() => resolve(null), (e) => resolve(e)));
+  }
+  seen.push(await callsWithThen(() => gen.createTag('t')));
+  seen.push(await callsWithThen(() => gen.nextIdsAsync('missing', 2)));
+  seen.push(await callsWithThen(() => SegmentGenerator.connect('oracle://x/y')));
+  await gen.close();
+  seen.push(await callsWithThen(() => gen.nextIdAsync('t')));
+  for (const e of seen) {
+    assert.ok(leafErrorHere(e && e.code)(e));
+    assert.match(e.stack, /at callsWithThen /, e.stack);
+  }
+});
+
 test('a rejected argument check keeps its Node class and code, with the caller on the stack', async () => {
   const gen = await SegmentGenerator.connect('memory:');
   await assert.rejects(gen.nextIdsAsync('t', -1), (e) => {

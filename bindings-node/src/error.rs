@@ -145,8 +145,11 @@ const NODE_NAMES: &[(&str, &str)] = &[
     ("epoch_ms", "epochMs"),
 ];
 
-/// `message` with every core name of [`NODE_NAMES`] (as a whole identifier) respelled.
+/// `message` with every core name of [`NODE_NAMES`] (as a whole identifier) respelled,
+/// and the core's waiting calls named as Node's: `nextId` never waits, so only
+/// `nextIdAsync` is one.
 pub fn node_names(message: &str) -> String {
+    let message = &message.replace(leafid::error::WAITING_CALLS, "nextIdAsync");
     let mut out = String::with_capacity(message.len());
     let mut word = String::new();
     let flush = |word: &mut String, out: &mut String| {
@@ -320,5 +323,11 @@ mod tests {
             "raise waitTimeoutMs; call nextIdAsync or refresh()"
         );
         assert_eq!(node_names("max_id and biz_tag"), "max_id and biz_tag");
+    }
+
+    #[test]
+    fn names_nextidasync_as_the_waiting_call_never_nextid() {
+        let waiting = format!("use the waiting call ({})", leafid::error::WAITING_CALLS);
+        assert_eq!(node_names(&waiting), "use the waiting call (nextIdAsync)");
     }
 }

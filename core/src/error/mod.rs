@@ -263,13 +263,21 @@ fn exhausted_wait(waited: &Duration) -> String {
     }
 }
 
+/// The calls that wait for a refill, as a `SegmentsExhausted` of a never-waiting call
+/// names them (Rust's and Python's names). A binding whose waiting calls differ
+/// replaces this text with its own: Node's `nextId` never waits, only `nextIdAsync` does.
+pub const WAITING_CALLS: &str = "next_id, or next_id_async";
+
 /// What to do about a `SegmentsExhausted`.
-fn exhausted_advice(waited: &Duration) -> &'static str {
+fn exhausted_advice(waited: &Duration) -> String {
     if *waited < Duration::from_millis(1) {
-        "it is loading in the background: retry shortly, or use the waiting call \
-         (next_id, or next_id_async)"
+        format!(
+            "it is loading in the background: retry shortly, or use the waiting call \
+             ({WAITING_CALLS}); before a burst of calls that must not wait (a bulk insert \
+             through a synchronous default), take its ids with next_ids_async (docs/faq.md)"
+        )
     } else {
-        "raise the step or the timeout, or check the database"
+        "raise the step or the timeout, or check the database".into()
     }
 }
 

@@ -44,7 +44,13 @@ fn next_id_now_fails_at_once_while_the_store_is_blackholed_and_next_id_async_res
     // The segment is spent and the refill is stuck in the blackhole: no wait at all.
     for _ in 0..100 {
         match h.next_id_now() {
-            Err(Error::SegmentsExhausted { waited, .. }) => assert!(waited < wait),
+            Err(e @ Error::SegmentsExhausted { waited, .. }) => {
+                assert!(waited < wait);
+                // It names the calls that wait (issue 31), never the one that threw.
+                let message = e.to_string();
+                assert!(message.contains("(next_id, or next_id_async)"), "{message}");
+                assert!(message.contains("next_ids_async"), "{message}");
+            }
             Err(Error::StoreUnavailable { .. }) => {}
             other => panic!("{other:?}"),
         }

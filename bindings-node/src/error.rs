@@ -145,6 +145,19 @@ const NODE_NAMES: &[(&str, &str)] = &[
     ("epoch_ms", "epochMs"),
 ];
 
+/// The core's message as Node reads it: the core's names respelled ([`node_names`]),
+/// and a missing table created by the option `createTable: true`, where the core names
+/// Rust's builder.
+fn message(e: &leafid::Error) -> String {
+    match e {
+        leafid::Error::TableMissing { table } => leafid::error::table_missing_message(
+            table,
+            "the option createTable: true (SegmentGenerator.connect(url, { createTable: true }))",
+        ),
+        _ => node_names(&e.to_string()),
+    }
+}
+
 /// `message` with every core name of [`NODE_NAMES`] (as a whole identifier) respelled,
 /// and the core's waiting calls named as Node's: `nextId` never waits, so only
 /// `nextIdAsync` is one.
@@ -203,7 +216,7 @@ impl Failure {
     pub unsafe fn into_value(self, env: sys::napi_env) -> sys::napi_value {
         let leaf = matches!(self, Failure::Leaf(_));
         let (kind, code, message) = match self {
-            Failure::Leaf(e) => (None, e.code(), node_names(&e.to_string())),
+            Failure::Leaf(e) => (None, e.code(), message(&e)),
             Failure::Node(kind, message) => {
                 let code = match kind {
                     NodeError::InvalidArgType => "ERR_INVALID_ARG_TYPE",

@@ -39,9 +39,15 @@ test('errors carry stable codes', async () => {
   assert.throws(() => h.nextId(), { code: 'LEAF_CLOSED' });
 });
 
-test('a missing MySQL table says how to create it', async () => {
+test('a missing MySQL table names the option that creates it, createTable: true', async () => {
   const base = mysqlUrl().replace(/\/[^/]*$/, '');
-  await assert.rejects(leafid.SegmentGenerator.connect(`${base}/mysql`), (e) => e.code === 'LEAF_TABLE_MISSING' && /createTable\(\)/.test(e.message));
+  await assert.rejects(leafid.SegmentGenerator.connect(`${base}/mysql`), (e) => {
+    assert.equal(e.code, 'LEAF_TABLE_MISSING');
+    // Issue 31: Node's way, not the core's Rust builder or the Python keyword.
+    assert.match(e.message, /createTable: true/);
+    assert.doesNotMatch(e.message, /create_table|SegmentOptions/);
+    return true;
+  });
 });
 
 test('refresh picks up a tag created by another generator', async () => {

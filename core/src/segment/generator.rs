@@ -235,6 +235,43 @@ impl SegmentGenerator {
         }
     }
 
+    /// `n` ids of `tag` from the tag's shared cursor, never from a thread's chunk (the
+    /// chunked form, [`SegmentOptions::thread_chunk`](crate::SegmentOptions::thread_chunk)):
+    /// every id is above every id issued before the call, on any thread. For one answer
+    /// taken in several calls on whichever thread polls it (`leafid serve`'s streamed
+    /// batch): [`next_ids_async`](Self::next_ids_async) serves a call from the calling
+    /// thread's chunk when it holds all `n`, which may lie below an earlier call's ids.
+    /// Waits as [`next_ids_async`](Self::next_ids_async) does; without chunks the two
+    /// are the same.
+    pub fn next_ids_ordered_async(
+        &self,
+        tag: &str,
+        n: usize,
+    ) -> impl std::future::Future<Output = Result<Vec<i64>>> + Send + 'static {
+        let inner = self.inner.clone();
+        let at_hand = crate::limits::batch(n as u64).map(|n| {
+            let buf = self.inner.tags.load().get(tag).cloned();
+            (
+                n,
+                buf.and_then(|buf| buf.batch_from_cursor(&inner.loader, n)),
+            )
+        });
+        let tag = tag.to_string();
+        async move {
+            let (n, at_hand) = at_hand?;
+            if let Some(ids) = at_hand {
+                return Ok(ids);
+            }
+            // `fill_async` takes from the shared cursor only (see its tag buffer call).
+            let ids = runtime::run(async move {
+                let buf = inner.find_async(&tag).await?;
+                buf.fill_async(inner.loader.clone(), n).await
+            })
+            .await;
+            counted(ids, SEGMENT)
+        }
+    }
+
     /// `n` ids of `tag`, ascending within each segment; waits as
     /// [`next_id`](Self::next_id) does.
     pub fn next_ids(&self, tag: &str, n: usize) -> Result<Vec<i64>> {

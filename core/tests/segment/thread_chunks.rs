@@ -369,3 +369,34 @@ fn an_idle_thread_trails_another_by_less_than_a_chunk_per_thread_in_a_long_segme
         "all in the first segment: no switch gave the chunk up"
     );
 }
+
+/// One answer taken in several calls on whichever thread runs it (`leafid serve`'s
+/// streamed batch) increases: `next_ids_ordered_async` takes from the shared cursor,
+/// never from the calling thread's chunk. Here a thread holds the rest of an old chunk
+/// while another thread takes the answer's first part from the cursor; a later part
+/// taken on the first thread by `next_ids_async` comes from its chunk, below the first
+/// part (issue 29 review: streamed batches not increasing with `--thread-chunk 64`).
+#[test]
+fn an_ordered_batch_comes_above_earlier_ids_though_the_thread_holds_an_older_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let gen = SegmentGenerator::connect_blocking(&url, SegmentOptions::default().thread_chunk(64))
+        .unwrap();
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.create_tag("t", 1, 1_000_000, "").await }).unwrap();
+    // This thread's chunks grow 1, 2, 4, … 64: after 100 ids it holds 28 unused.
+    for _ in 0..100 {
+        gen.next_id("t").unwrap();
+    }
+    let other = gen.clone();
+    let first = std::thread::spawn(move || {
+        leafid::runtime::block_on(other.next_ids_async("t", 16)).unwrap()
+    })
+    .join()
+    .unwrap();
+    let rest = leafid::runtime::block_on(gen.next_ids_ordered_async("t", 16)).unwrap();
+    let answer: Vec<i64> = first.iter().chain(&rest).copied().collect();
+    if let Some(w) = answer.windows(2).find(|w| w[0] >= w[1]) {
+        panic!("the answer went from {} to {}: {answer:?}", w[0], w[1]);
+    }
+}

@@ -177,6 +177,21 @@ impl TagBuffer {
             }
             thread_chunk::give_up(key);
         }
+        self.batch_from_cursor(loader, n)
+    }
+
+    /// `n` ids from the shared cursor when the current segment holds them all, never
+    /// from a thread's chunk, so each is above every id issued or reserved in a chunk
+    /// before the call; `None` (nothing taken) otherwise.
+    pub(in crate::segment) fn batch_from_cursor(
+        self: &Arc<Self>,
+        loader: &Arc<Loader>,
+        n: usize,
+    ) -> Option<Vec<i64>> {
+        // `fresh` first: its Acquire must come before the take it guards.
+        if !self.fresh() {
+            return None;
+        }
         let taken = self.ring.take_exact(n as u64)?;
         if taken.wants_preload {
             self.maybe_preload(loader);

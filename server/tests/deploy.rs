@@ -61,6 +61,37 @@ fn systemd_unit_verifies_and_runs_unprivileged_with_its_state_and_env_file() {
     assert!(out.status.success() && complaints.is_empty(), "{err}");
 }
 
+/// Issue 31: the README installs the binary where the unit runs it. A plain `cargo
+/// install` puts it in `~/.cargo/bin`, which `ProtectHome=yes` hides from the service
+/// even when ExecStart is pointed there.
+#[test]
+fn the_readme_installs_the_binary_where_the_unit_runs_it() {
+    let unit = deploy("leafid.service");
+    let exec = directives(&unit)
+        .into_iter()
+        .find_map(|l| l.strip_prefix("ExecStart=").map(str::to_string))
+        .expect("ExecStart");
+    let binary = exec.split_whitespace().next().unwrap().to_string();
+    let readme =
+        std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+            .unwrap();
+    let installs: Vec<&str> = readme
+        .lines()
+        .filter(|l| l.trim_start().starts_with("cargo install"))
+        .collect();
+    assert!(!installs.is_empty(), "no install line in server/README.md");
+    for line in installs {
+        let root = line
+            .split_whitespace()
+            .skip_while(|w| *w != "--root")
+            .nth(1)
+            .unwrap_or_else(|| {
+                panic!("{line:?} installs into ~/.cargo/bin, the unit runs {binary}")
+            });
+        assert_eq!(format!("{root}/bin/leafid"), binary, "{line}");
+    }
+}
+
 #[test]
 fn dockerfile_is_multi_stage_non_root_and_listens_on_every_interface() {
     let lines = directives(&deploy("Dockerfile"));

@@ -341,3 +341,35 @@ fn a_row_restored_lower_is_refused_and_ids_never_go_back() {
     assert!(refused, "the lowered row was admitted");
     assert!(next >= 201, "ids went backwards: {next} after 1..=200");
 }
+
+/// Issue 31: leafid's table in a schema of its own, named in the URL as docs/postgres.md
+/// says (`?options=-csearch_path%3D<schema>`): missing there although `public` of the
+/// same database has one, created there, and its ids apart from `public`'s.
+#[test]
+fn a_store_in_a_schema_of_its_own_by_the_urls_search_path() {
+    use crate::support::own_database::{OwnDatabase, Server};
+    let db = OwnDatabase::new(Server::Postgres, "schema");
+    db.admin("CREATE SCHEMA ids");
+    let in_public = SegmentGenerator::connect_blocking(
+        &db.admin_url,
+        SegmentOptions::default().create_table(true),
+    )
+    .unwrap();
+    create(&in_public, "t", 1, 10);
+    let url = format!("{}?options=-csearch_path%3Dids", db.admin_url);
+    let err = SegmentGenerator::connect_blocking(&url, SegmentOptions::default()).unwrap_err();
+    assert!(matches!(err, Error::TableMissing { .. }), "{err:?}");
+    let in_ids =
+        SegmentGenerator::connect_blocking(&url, SegmentOptions::default().create_table(true))
+            .unwrap();
+    create(&in_ids, "t", 1000, 10);
+    assert_eq!(in_ids.next_ids("t", 2).unwrap(), vec![1000, 1001]);
+    assert_eq!(in_public.next_ids("t", 1).unwrap(), vec![1]);
+    // The row is in `ids`, where the URL put it.
+    db.admin(
+        "DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM ids.leaf_alloc \
+         WHERE biz_tag = 't' AND max_id > 1000) THEN RAISE 'no row in ids'; END IF; END $$",
+    );
+    in_ids.close();
+    in_public.close();
+}

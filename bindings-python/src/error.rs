@@ -33,7 +33,7 @@ fn exception<'py>(py: Python<'py>, e: &leafid::Error) -> PyResult<Bound<'py, PyA
     let class = module
         .getattr(e.name())
         .or_else(|_| module.getattr("LeafError"))?;
-    let exc = class.call1((e.to_string(),))?;
+    let exc = class.call1((message(e),))?;
     exc.setattr("code", e.code())?;
     for (name, value) in fields(e) {
         exc.setattr(name, value)?;
@@ -48,6 +48,18 @@ fn exception<'py>(py: Python<'py>, e: &leafid::Error) -> PyResult<Bound<'py, PyA
         exc.setattr("__cause__", source_to_py(py, source)?)?;
     }
     Ok(exc)
+}
+
+/// The core's message, naming Python's way where the core names Rust's: a missing
+/// table is created by the constructor's keyword `create_table=True`.
+fn message(e: &leafid::Error) -> String {
+    match e {
+        leafid::Error::TableMissing { table } => leafid::error::table_missing_message(
+            table,
+            "create_table=True (a keyword of the constructor)",
+        ),
+        _ => e.to_string(),
+    }
 }
 
 /// The fields of `e` a caller branches on, as attributes (the class declares each with

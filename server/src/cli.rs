@@ -3,7 +3,15 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::builder::RangedU64ValueParser;
+use clap::{value_parser, Args, Parser, Subcommand, ValueEnum};
+
+/// The longest `serve` timeout in seconds: an hour, far past any sane setting, and
+/// small enough that adding it to an instant never overflows.
+const MAX_TIMEOUT_S: u64 = 3600;
+
+/// The most `serve --max-connections`: past the fds any process may open.
+const MAX_CONNECTIONS: u64 = 1 << 20;
 
 /// Examples shown at the end of `leafid --help`.
 const EXAMPLES: &str = "\
@@ -179,23 +187,34 @@ pub struct ServeArgs {
     /// promises. 0: every id in strict order across requests.
     #[arg(long, env = "LEAFID_THREAD_CHUNK", default_value_t = DEFAULT_THREAD_CHUNK)]
     pub thread_chunk: u64,
-    /// Client connections open at once (lowered to the fd limit less 128). At the cap,
+    /// Client connections open at once (lowered to the fd limit less 136). At the cap,
     /// a new connection displaces the oldest one waiting for a request; when all are
-    /// in service, it gets a 503.
-    #[arg(long, env = "LEAFID_MAX_CONNECTIONS", default_value_t = 10_000)]
+    /// in service, it takes one of 8 more slots that answer /health only, else a 503.
+    #[arg(long, env = "LEAFID_MAX_CONNECTIONS", default_value_t = 10_000,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_CONNECTIONS))]
     pub max_connections: usize,
     /// Seconds a connection may take to send a request head, counted from when it is
-    /// ready for one: bounds a slow head and an idle keep-alive connection alike.
-    #[arg(long, env = "LEAFID_HEADER_TIMEOUT", default_value_t = 30)]
+    /// ready for one: bounds a slow head and an idle keep-alive connection alike
+    /// (1 to 3600).
+    #[arg(long, env = "LEAFID_HEADER_TIMEOUT", default_value_t = 30,
+          value_parser = value_parser!(u64).range(1..=MAX_TIMEOUT_S))]
     pub header_timeout: u64,
     /// Seconds an answer's write may make no progress (a client that stops reading)
-    /// before the connection is closed.
-    #[arg(long, env = "LEAFID_WRITE_TIMEOUT", default_value_t = 30)]
+    /// before the connection is closed (1 to 3600).
+    #[arg(long, env = "LEAFID_WRITE_TIMEOUT", default_value_t = 30,
+          value_parser = value_parser!(u64).range(1..=MAX_TIMEOUT_S))]
     pub write_timeout: u64,
+    /// Seconds from a request's head to its answer's last byte written; a slower answer
+    /// (a large batch to a slow reader) is cut by closing the connection, which an
+    /// HTTP/1.1 client sees as an incomplete answer (1 to 3600).
+    #[arg(long, env = "LEAFID_RESPONSE_TIMEOUT", default_value_t = 60,
+          value_parser = value_parser!(u64).range(1..=MAX_TIMEOUT_S))]
+    pub response_timeout: u64,
     /// Seconds after SIGTERM for requests in service to finish; then the connections
     /// left are closed and the snowflake worker id released. Keep it below the
-    /// service manager's stop timeout.
-    #[arg(long, env = "LEAFID_SHUTDOWN_TIMEOUT", default_value_t = 10)]
+    /// service manager's stop timeout (0 to 3600).
+    #[arg(long, env = "LEAFID_SHUTDOWN_TIMEOUT", default_value_t = 10,
+          value_parser = value_parser!(u64).range(0..=MAX_TIMEOUT_S))]
     pub shutdown_timeout: u64,
 }
 

@@ -12,11 +12,17 @@
 //! 2. **Request body**: no route reads one; once the answer is written, hyper drops
 //!    what is left unread and closes the read side, so a trickled body holds nothing.
 //! 3. **Response write**: a write that makes no progress for `write_timeout` fails
-//!    ([`WriteDeadline`]) and the connection closes, whatever the body's size.
+//!    ([`WriteDeadline`]) and the connection closes, whatever the body's size; and
+//!    each answer must be written within `response_timeout` of its request's head, or
+//!    the connection closes mid-answer (a steady slow reader otherwise holds its slot
+//!    for as long as its batch takes: 20 MB at 30 KB/s is 11 minutes). A request is in
+//!    service from its head until its answer's last byte is handed to the socket.
 //! 4. **Connection cap**: at `max_connections`, a new connection displaces the oldest
 //!    one that has no request in service (a slow head, an idle keep-alive: the states
 //!    a slow client occupies), so slow clients cannot lock out a fast one; when every
-//!    one is in service, the newcomer gets a 503 at once. The cap stays
+//!    one is in service, the newcomer takes one of [`HEALTH_RESERVE`] slots beyond the
+//!    cap that answer `/health` only (anything else there is a 503), so a liveness
+//!    probe is never refused for the cap; past those, a 503 at once. The cap stays
 //!    [`FD_RESERVE`] below the fd limit, so accept never meets `EMFILE` because of
 //!    clients, and the store's and registry's sockets still open.
 //! 5. **Shutdown**: idle connections close at once, requests in service may finish
@@ -48,6 +54,10 @@ use tokio::time::Sleep;
 /// limit minus this.
 pub const FD_RESERVE: u64 = 128;
 
+/// Connections beyond the cap that may ask for `/health` only (rule 4): a few, for the
+/// probes of a service manager or load balancer.
+pub const HEALTH_RESERVE: usize = 8;
+
 /// What a connection may take (from `leafid serve`'s flags).
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -57,6 +67,8 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// A write that makes no progress this long closes the connection.
     pub write_timeout: Duration,
+    /// From a request's head to its answer's last byte written.
+    pub response_timeout: Duration,
     /// How long requests in service may finish after SIGTERM.
     pub shutdown_timeout: Duration,
 }
@@ -89,7 +101,10 @@ pub fn raise_fd_limit() -> u64 {
 
 /// The connection cap under an fd limit of `nofile`.
 pub fn connection_cap(max_connections: usize, nofile: u64) -> usize {
-    let room = nofile.saturating_sub(FD_RESERVE).max(1);
+    // The cap's own fds plus the health reserve's stay below the fd limit.
+    let room = nofile
+        .saturating_sub(FD_RESERVE + HEALTH_RESERVE as u64)
+        .max(1);
     max_connections.min(usize::try_from(room).unwrap_or(usize::MAX))
 }
 
@@ -157,10 +172,46 @@ struct Open {
 }
 
 struct Entry {
-    /// Requests of this connection in service (0 or 1 in HTTP/1.1): those answers are
-    /// never cut by the cap.
-    in_service: Arc<AtomicUsize>,
+    /// Its requests in service: those answers are never cut by the cap.
+    busy: Arc<Busy>,
     task: AbortHandle,
+}
+
+/// What the cap and the response deadline know of one connection's requests.
+struct Busy {
+    /// Requests in service (0 or 1 in HTTP/1.1), from the head to the answer's last
+    /// byte handed to the socket.
+    in_service: AtomicUsize,
+    /// Answers whose body hyper has taken whole but whose bytes may still sit in its
+    /// write buffer: still in service until the next flush completes.
+    unflushed: AtomicUsize,
+    /// When the answer in service must be written by (rule 3); `None` between requests.
+    deadline: watch::Sender<Option<tokio::time::Instant>>,
+}
+
+impl Busy {
+    fn new() -> Busy {
+        Busy {
+            in_service: AtomicUsize::new(0),
+            unflushed: AtomicUsize::new(0),
+            deadline: watch::Sender::new(None),
+        }
+    }
+
+    /// Relaxed: a count read by the cap's choice, which tolerates a stale view.
+    fn in_service(&self) -> usize {
+        self.in_service.load(Ordering::Relaxed)
+    }
+
+    /// hyper's write buffer reached the socket: the answers ended before are done.
+    fn flushed(&self) {
+        // Relaxed: written and read on the connection's own task (the cap only reads
+        // `in_service`, see above).
+        let done = self.unflushed.swap(0, Ordering::Relaxed);
+        if done > 0 && self.in_service.fetch_sub(done, Ordering::Relaxed) == done {
+            self.deadline.send_replace(None);
+        }
+    }
 }
 
 /// The answer when every connection is in service: a 503 the client reads before
@@ -186,12 +237,13 @@ impl Open {
         stop: &watch::Receiver<bool>,
     ) {
         let mut conns = self.lock();
+        let mut health_only = false;
         if conns.len() >= cap {
             // Rule 4: the oldest connection not in service makes room. Relaxed: a
             // request that starts just now is cut like one that came a moment later.
             let idle = conns
                 .iter()
-                .find(|(_, e)| e.in_service.load(Ordering::Relaxed) == 0)
+                .find(|(_, e)| e.busy.in_service() == 0)
                 .map(|(&id, _)| id);
             match idle {
                 Some(id) => {
@@ -199,6 +251,7 @@ impl Open {
                         e.task.abort();
                     }
                 }
+                None if conns.len() < cap + HEALTH_RESERVE => health_only = true,
                 None => {
                     drop(conns);
                     // Never waits: a fresh socket's send buffer is empty; if it is not,
@@ -210,7 +263,7 @@ impl Open {
         }
         // Relaxed: only unique, and ordered by the lock held here.
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let in_service = Arc::new(AtomicUsize::new(0));
+        let busy = Arc::new(Busy::new());
         let gone = Departure {
             open: self.clone(),
             id,
@@ -221,14 +274,15 @@ impl Open {
             stream,
             router.clone(),
             limits,
-            in_service.clone(),
+            busy.clone(),
+            health_only,
             stop.clone(),
             gone,
         ));
         conns.insert(
             id,
             Entry {
-                in_service,
+                busy,
                 task: task.abort_handle(),
             },
         );
@@ -256,24 +310,36 @@ impl Drop for Departure {
     }
 }
 
-/// Serves one connection until it closes, a timeout closes it, or shutdown.
+/// Serves one connection until it closes, a timeout closes it, or shutdown. A
+/// `health_only` connection (beyond the cap) is answered `/health` only.
 async fn connection(
     stream: TcpStream,
     router: Router,
     limits: Limits,
-    in_service: Arc<AtomicUsize>,
+    busy: Arc<Busy>,
+    health_only: bool,
     mut stop: watch::Receiver<bool>,
     _gone: Departure,
 ) {
-    let io = TokioIo::new(WriteDeadline::new(stream, limits.write_timeout));
-    let counter = in_service.clone();
+    // Open as long as `conn` (which owns the socket) is.
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+    let io = TokioIo::new(WriteDeadline::new(
+        stream,
+        limits.write_timeout,
+        busy.clone(),
+    ));
+    let counter = busy.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-        let guard = InService::enter(&counter);
+        let guard = InService::enter(&counter, limits.response_timeout);
         let mut router = router.clone();
         async move {
-            let resp = tower_service::Service::call(&mut router, req.map(Body::new)).await?;
+            let resp = if health_only && req.uri().path() != "/health" {
+                over_cap()
+            } else {
+                tower_service::Service::call(&mut router, req.map(Body::new)).await?
+            };
             // The guard rides with the body: the request is in service until hyper has
-            // written (or dropped) the whole answer.
+            // taken (or dropped) the whole answer, and then until it is flushed.
             Ok::<_, Infallible>(resp.map(|body| {
                 Body::new(Tracked {
                     body,
@@ -287,33 +353,71 @@ async fn connection(
         .header_read_timeout(limits.header_timeout)
         .serve_connection(io, service);
     tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => return,
-        _ = stop.wait_for(|stopping| *stopping) => {}
+    let mut deadline = busy.deadline.subscribe();
+    loop {
+        let until = *deadline.borrow_and_update();
+        let overdue = async move {
+            match until {
+                Some(t) => tokio::time::sleep_until(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = stop.wait_for(|stopping| *stopping) => break,
+            // Never fails: `busy` holds the sender.
+            _ = deadline.changed() => {}
+            () = overdue => {
+                // Rule 3: closed mid-answer, which an HTTP/1.1 client sees as cut (no
+                // last chunk, or fewer bytes than its length); with a reset, so the
+                // kernel frees the queue the slow reader has not read yet.
+                zero_linger(fd);
+                tracing::warn!(
+                    "closed a connection whose answer was not written within the response timeout ({:?})",
+                    limits.response_timeout
+                );
+                return;
+            }
+        }
     }
     // Shutting down (rule 5): a connection between requests closes now; one with a
     // request in service finishes it, and `serve` aborts it at the deadline.
-    if in_service.load(Ordering::Relaxed) == 0 {
+    if busy.in_service() == 0 {
         return;
     }
     conn.as_mut().graceful_shutdown();
     let _ = conn.await;
 }
 
-/// One request in service on a connection, from its head to the end of its answer.
-struct InService(Arc<AtomicUsize>);
+/// The answer on a connection beyond the cap to anything but `/health`.
+fn over_cap() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        [(axum::http::header::CONNECTION, "close")],
+        "too many connections in service; try again\n",
+    )
+        .into_response()
+}
+
+/// One request in service on a connection, from its head until hyper has its whole
+/// answer; [`Busy::flushed`] then ends it once the answer reaches the socket.
+struct InService(Arc<Busy>);
 
 impl InService {
-    fn enter(counter: &Arc<AtomicUsize>) -> InService {
-        // Relaxed: a count read by the cap's choice, which tolerates a stale view.
-        counter.fetch_add(1, Ordering::Relaxed);
-        InService(counter.clone())
+    fn enter(busy: &Arc<Busy>, limit: Duration) -> InService {
+        // Relaxed: see `Busy::in_service`.
+        busy.in_service.fetch_add(1, Ordering::Relaxed);
+        busy.deadline
+            .send_replace(Some(tokio::time::Instant::now() + limit));
+        InService(busy.clone())
     }
 }
 
 impl Drop for InService {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        // Relaxed: see `Busy::flushed`.
+        self.0.unflushed.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -349,15 +453,17 @@ impl hyper::body::Body for Tracked {
 struct WriteDeadline {
     io: TcpStream,
     timeout: Duration,
+    busy: Arc<Busy>,
     /// Armed when a write finds the socket full; disarmed by any progress.
     stalled: Option<Pin<Box<Sleep>>>,
 }
 
 impl WriteDeadline {
-    fn new(io: TcpStream, timeout: Duration) -> WriteDeadline {
+    fn new(io: TcpStream, timeout: Duration, busy: Arc<Busy>) -> WriteDeadline {
         WriteDeadline {
             io,
             timeout,
+            busy,
             stalled: None,
         }
     }
@@ -374,12 +480,37 @@ impl WriteDeadline {
             .stalled
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("the client read nothing for {timeout:?}"),
-            ))),
+            Poll::Ready(()) => {
+                // Closed with a reset, not a FIN: the kernel drops the unread send
+                // queue now instead of keeping it (up to megabytes) for minutes.
+                zero_linger(std::os::fd::AsRawFd::as_raw_fd(&self.io));
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the client read nothing for {timeout:?}"),
+                )))
+            }
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+/// Sets `SO_LINGER` to zero: the socket's close then resets the connection and frees
+/// its send queue at once.
+fn zero_linger(fd: std::os::fd::RawFd) {
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt(2) reads the struct we own; callers pass an fd their socket
+    // keeps open.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
     }
 }
 
@@ -417,7 +548,12 @@ impl AsyncWrite for WriteDeadline {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // hyper flushes once its write buffer is all written: the answers it ended
+        // before are now in the socket (`Busy::flushed`).
         let poll = Pin::new(&mut self.io).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = poll {
+            self.busy.flushed();
+        }
         self.watch(cx, poll)
     }
 
@@ -433,7 +569,10 @@ mod tests {
 
     #[test]
     fn connection_cap_leaves_the_fd_reserve_free() {
-        assert_eq!(connection_cap(10_000, 1024), 1024 - FD_RESERVE as usize);
+        assert_eq!(
+            connection_cap(10_000, 1024),
+            1024 - FD_RESERVE as usize - HEALTH_RESERVE
+        );
         assert_eq!(connection_cap(500, 65_536), 500);
         assert_eq!(connection_cap(500, 10), 1);
     }

@@ -77,6 +77,7 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         max_connections: args.max_connections,
         header_timeout: Duration::from_secs(args.header_timeout),
         write_timeout: Duration::from_secs(args.write_timeout),
+        response_timeout: Duration::from_secs(args.response_timeout),
         shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
     };
     let cap = connections::connection_cap(limits.max_connections, nofile);
@@ -84,9 +85,9 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         tracing::warn!(
             nofile,
             "--max-connections {} lowered to {cap}: the fd limit ({nofile}) keeps {} for the \
-             store and registry; raise LimitNOFILE (ulimit -n) to allow more",
+             store, the registry and /health probes; raise LimitNOFILE (ulimit -n) to allow more",
             limits.max_connections,
-            connections::FD_RESERVE
+            connections::FD_RESERVE + connections::HEALTH_RESERVE as u64
         );
     }
     let listener = tokio::net::TcpListener::bind(args.listen)

@@ -345,3 +345,102 @@ fn streamed_batches_are_complete_unique_and_increasing() {
         );
     }
 }
+
+/// One request over `version` (`HTTP/1.0` or `HTTP/1.1`) on a new connection: the
+/// whole answer as sent, head included, read until the server closes.
+fn raw_request(addr: SocketAddr, path: &str, version: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} {version}\r\nHost: leafid\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    String::from_utf8_lossy(&read_until_closed(&mut s).unwrap()).into_owned()
+}
+
+/// HTTP/1.0 has no chunked encoding: a streamed answer there ends by the close, so a
+/// cut one would look whole. Up to a stream chunk (4 096 ids) the answer comes whole
+/// with a Content-Length; above, a 505 that says to use HTTP/1.1. Before, the larger
+/// batch was a 200 streamed with no length.
+#[test]
+fn http10_batches_come_with_a_length_or_are_refused_when_they_would_stream() {
+    let server = serve_like_systemd(&["--snowflake", "fixed:906"], &[]);
+    let at = addr(&server);
+    let whole = raw_request(at, "/api/snowflake/get/x?count=4096", "HTTP/1.0");
+    let (head, body) = whole.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.0 200 "), "{head}");
+    let length = format!("content-length: {}", body.len());
+    assert!(head.to_lowercase().contains(&length), "{head}");
+    assert_eq!(body.lines().count(), 4096);
+    let refused = raw_request(at, "/api/snowflake/get/x?count=4097", "HTTP/1.0");
+    assert!(refused.starts_with("HTTP/1.0 505 "), "{refused:.300}");
+    assert!(refused.contains("HTTP/1.1"), "{refused:.300}");
+    let streamed = raw_request(at, "/api/snowflake/get/x?count=4097", "HTTP/1.1");
+    assert!(streamed.starts_with("HTTP/1.1 200 "), "{streamed:.300}");
+    assert!(
+        streamed.ends_with("\r\n0\r\n\r\n"),
+        "HTTP/1.1 still streams"
+    );
+}
+
+/// Asks for a maximal batch and reads it at about 20 KB/s until the server closes or
+/// `limit` passes: the bytes read, and whether the server closed.
+fn read_slowly(addr: SocketAddr, limit: Duration) -> (Vec<u8>, bool) {
+    let max = leafid::limits::MAX_BATCH;
+    let mut s = unread(addr, &format!("/api/snowflake/get/x?count={max}"));
+    s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let start = Instant::now();
+    let (mut got, mut buf) = (Vec::new(), [0u8; 1024]);
+    while start.elapsed() < limit {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return (got, true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (got, false)
+}
+
+/// Two steady slow readers of maximal batches fill a cap of 2: `/health` is still
+/// answered (a slot beyond the cap), another request gets a 503, and each slow answer
+/// is cut at the 2 s response timeout without its last chunk. Before, `/health` got
+/// the 503 and the readers held their slots for as long as their batch took (17
+/// minutes at 20 KB/s).
+#[test]
+fn steady_slow_readers_are_cut_at_the_response_timeout_and_health_is_answered_beyond_the_cap() {
+    let server = serve_like_systemd(
+        &["--snowflake", "fixed:907"],
+        &[
+            ("LEAFID_MAX_CONNECTIONS", "2"),
+            ("LEAFID_RESPONSE_TIMEOUT", "2"),
+        ],
+    );
+    let at = addr(&server);
+    let readers: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || read_slowly(at, Duration::from_secs(8))))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let health = request(at, "/health");
+    let other = request(at, "/api/snowflake/get/x");
+    for reader in readers {
+        let (got, closed) = reader.join().unwrap();
+        assert!(
+            closed,
+            "a slow reader still served after 8 s ({} bytes)",
+            got.len()
+        );
+        assert!(
+            got.starts_with(b"HTTP/1.1 200 ") && !got.ends_with(b"\r\n0\r\n\r\n"),
+            "a cut answer: {} bytes",
+            got.len()
+        );
+    }
+    assert!(
+        matches!(&health, Ok((status, _)) if status.contains(" 200 ")),
+        "/health at the cap: {health:?}"
+    );
+    assert!(
+        matches!(&other, Ok((status, _)) if status.contains(" 503 ")),
+        "an id request at the cap: {other:?}"
+    );
+}

@@ -107,3 +107,74 @@ fn a_bad_url_is_reported_without_its_password() {
     assert!(!err.contains("sekrit99"), "{err}");
     assert!(err.contains("127.0.0.1:1"), "{err}");
 }
+
+/// `leafid serve` refuses limits out of range, on the command line and from the
+/// environment alike, before it starts: an hour's timeout at most (a larger one
+/// overflowed adding it to an instant: every connection's task panicked, or SIGTERM
+/// did before the worker id was released), at least one connection, a write timeout
+/// of at least a second. Before, each started (and ran until killed here).
+#[test]
+fn serve_refuses_limits_out_of_range_from_flags_and_environment() {
+    let huge = u64::MAX.to_string();
+    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+        (vec!["--header-timeout", &huge], vec![], "--header-timeout"),
+        (
+            vec!["--shutdown-timeout", &huge],
+            vec![],
+            "--shutdown-timeout",
+        ),
+        (vec!["--max-connections", "0"], vec![], "--max-connections"),
+        (vec!["--write-timeout", "0"], vec![], "--write-timeout"),
+        (
+            vec!["--response-timeout", "3601"],
+            vec![],
+            "--response-timeout",
+        ),
+        (
+            vec![],
+            vec![("LEAFID_HEADER_TIMEOUT", &huge)],
+            "--header-timeout",
+        ),
+        (
+            vec![],
+            vec![("LEAFID_MAX_CONNECTIONS", "0")],
+            "--max-connections",
+        ),
+    ];
+    for (args, env, flag) in cases {
+        let mut child = leafid()
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--snowflake",
+                "fixed:905",
+            ])
+            .args(&args)
+            .envs(env.iter().copied())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Generous: a refusal is at once; this only stops a server that started.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+        assert!(
+            matches!(status, Some(s) if !s.success()),
+            "{args:?} {env:?}: started ({status:?}): {err}"
+        );
+        assert!(err.contains(flag), "{args:?} {env:?}: {err}");
+    }
+}

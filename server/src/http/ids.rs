@@ -7,6 +7,13 @@
 //! as the client reads. What a connection holds is then a chunk and hyper's write
 //! buffer, never a whole 1 048 576-id answer (about 20 MB) for a client that does not
 //! read; and ids are not taken for an answer nobody reads.
+//!
+//! Only over HTTP/1.1, whose chunked encoding ends with a last chunk: an answer cut
+//! midway (a failed chunk, the response timeout, shutdown) lacks it, and the client
+//! sees an error. HTTP/1.0 (nginx's default `proxy_http_version`) ends a streamed body
+//! by closing the connection, so a cut answer would look whole, its last line maybe a
+//! cut id that still parses. An HTTP/1.0 request is answered in full with a
+//! `Content-Length` up to [`STREAM_CHUNK`] ids and refused (505) above.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -15,7 +22,7 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{OriginalUri, Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, StatusCode, Version};
 use axum::response::{IntoResponse, Response};
 
 use super::request::{Browser, IdContentType, Params};
@@ -34,11 +41,15 @@ pub(super) async fn segment_get(
     OriginalUri(uri): OriginalUri,
     browser: Browser,
     ctype: IdContentType,
+    version: Version,
 ) -> Response {
     let count = match batch_size(&params) {
         Ok(count) => count,
         Err(resp) => return resp,
     };
+    if let Some(refused) = not_streamable(count, version) {
+        return refused;
+    }
     let Some(slot) = &s.segment else {
         return zero_id(count, "segment", uri.path(), browser, &ctype);
     };
@@ -53,8 +64,11 @@ pub(super) async fn segment_get(
     };
     match result {
         Ok(ids) => {
+            // The later chunks from the tag's shared cursor: each chunk runs on whichever
+            // worker thread polls the stream, and a call served from that thread's chunk
+            // (`--thread-chunk`) may lie below the first chunk's ids.
             let gen = gen.clone();
-            let rest = move |n| gen.next_ids_async(&key, n);
+            let rest = move |n| gen.next_ids_ordered_async(&key, n);
             batch(ids, count, &ctype, s.metrics.clone(), "segment", rest)
         }
         Err(e) => leaf_failure(
@@ -76,11 +90,15 @@ pub(super) async fn snowflake_get(
     OriginalUri(uri): OriginalUri,
     browser: Browser,
     ctype: IdContentType,
+    version: Version,
 ) -> Response {
     let count = match batch_size(&params) {
         Ok(count) => count,
         Err(resp) => return resp,
     };
+    if let Some(refused) = not_streamable(count, version) {
+        return refused;
+    }
     let Some(gen) = &s.snowflake else {
         return zero_id(count, "snowflake", uri.path(), browser, &ctype);
     };
@@ -90,6 +108,7 @@ pub(super) async fn snowflake_get(
         .await;
     match result {
         Ok(ids) => {
+            // One generator's words only rise, so each chunk is above the one before.
             let gen = gen.clone();
             let rest = move |n| gen.next_ids_async(n);
             batch(ids, count, &ctype, s.metrics.clone(), "snowflake", rest)
@@ -129,10 +148,22 @@ pub(super) fn batch_size(params: &HashMap<String, String>) -> Result<Option<usiz
         .map_err(|e| bad(e.to_string()))
 }
 
+/// The refusal of a batch that would be streamed (over [`STREAM_CHUNK`] ids) to an
+/// HTTP/1.0 client: a 505, before any id is taken.
+fn not_streamable(count: Option<usize>, version: Version) -> Option<Response> {
+    let n = count.filter(|&n| n > STREAM_CHUNK && version < Version::HTTP_11)?;
+    let msg = format!(
+        "count={n}: a batch over {STREAM_CHUNK} ids is streamed, which needs HTTP/1.1 \
+         (over {version:?} a cut answer would look complete); ask over HTTP/1.1 \
+         (nginx: proxy_http_version 1.1), or for at most {STREAM_CHUNK} ids a request"
+    );
+    Some((StatusCode::HTTP_VERSION_NOT_SUPPORTED, msg).into_response())
+}
+
 /// The answer to an id request whose first `first.len()` ids are taken: all of it, or
 /// (for a batch larger than [`STREAM_CHUNK`]) a stream whose later chunks `take` takes
-/// as the client reads. Each chunk follows the one before from the same generator, so
-/// the ids still increase; a failure midway ends the answer without its last chunk
+/// as the client reads. `take` must give each chunk above the one before (checked in
+/// debug builds): the ids of one answer strictly increase. A failure midway ends the answer without its last chunk
 /// (an incomplete chunked body the client sees as an error, never a short batch).
 fn batch<F, Fut>(
     first: Vec<i64>,
@@ -152,17 +183,25 @@ where
     }
     use futures_util::StreamExt;
     let head = futures_util::stream::once(std::future::ready(Ok(lines(&first))));
-    let rest = futures_util::stream::unfold(left, move |left| {
+    let last = first.last().copied().unwrap_or(i64::MIN);
+    let rest = futures_util::stream::unfold((left, last), move |(left, last)| {
         let next = (left > 0).then(|| (left.min(STREAM_CHUNK), take(left.min(STREAM_CHUNK))));
         let metrics = metrics.clone();
         async move {
             let (n, ids) = next?;
             match ids.await {
-                Ok(ids) => Some((Ok(lines(&ids)), left - n)),
+                Ok(ids) => {
+                    debug_assert!(
+                        ids.first() > Some(&last) && ids.windows(2).all(|w| w[0] < w[1]),
+                        "a streamed {mode} chunk not above the one before"
+                    );
+                    let last = *ids.last().unwrap_or(&last);
+                    Some((Ok(lines(&ids)), (left - n, last)))
+                }
                 Err(e) => {
                     metrics.error(mode, -3, e.name());
                     tracing::warn!(mode, error = %e, "a streamed batch failed midway; its answer ends incomplete");
-                    Some((Err(e), 0))
+                    Some((Err(e), (0, last)))
                 }
             }
         }

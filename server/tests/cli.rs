@@ -116,7 +116,9 @@ fn a_bad_url_is_reported_without_its_password() {
 #[test]
 fn serve_refuses_limits_out_of_range_from_flags_and_environment() {
     let huge = u64::MAX.to_string();
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, &str)> = vec![
+    // (flags, environment, the flag the refusal names)
+    type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, &'a str);
+    let cases: Vec<Case> = vec![
         (vec!["--header-timeout", &huge], vec![], "--header-timeout"),
         (
             vec!["--shutdown-timeout", &huge],

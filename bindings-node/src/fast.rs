@@ -13,6 +13,12 @@
 //!
 //! The bound functions call the core's `_now` functions: they never wait on I/O, so the
 //! event loop never stalls behind a database or a registry (issue 12).
+//!
+//! `_nextIdAtHand` is the fast path of `nextIdAsync` (index.js): the id if the core has
+//! it in memory (`next_id_at_hand`, or `try_next_id` in snowflake mode), else `undefined`
+//! without throwing and without taking an id, so that `nextIdAsync` resolves at once
+//! with the id and otherwise takes its waiting path, where every error comes from
+//! (issue 31).
 
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
@@ -42,6 +48,8 @@ pub trait BindsNextId: ToNapiValue {
     const NEXT_IDS: Callback;
     /// `nextIdString`, the same way.
     const NEXT_ID_STRING: Callback;
+    /// `_nextIdAtHand`, the same way (see the module's comment).
+    const NEXT_ID_AT_HAND: Callback;
 }
 
 /// A class instance on its way to JS that gets its bound functions on arrival.
@@ -55,7 +63,8 @@ impl<T: BindsNextId> ToNapiValue for Bound<T> {
             let obj = T::to_napi_value(env, val.0)?;
             bind(env, obj, c"nextId", state.clone(), T::NEXT_ID)?;
             bind(env, obj, c"nextIds", state.clone(), T::NEXT_IDS)?;
-            bind(env, obj, c"nextIdString", state, T::NEXT_ID_STRING)?;
+            bind(env, obj, c"nextIdString", state.clone(), T::NEXT_ID_STRING)?;
+            bind(env, obj, c"_nextIdAtHand", state, T::NEXT_ID_AT_HAND)?;
             Ok(obj)
         }
     }
@@ -171,6 +180,44 @@ pub unsafe fn bigint(env: sys::napi_env, id: leafid::Result<i64>) -> Raw {
             ptr::null_mut()
         }
     }
+}
+
+/// The id as a bigint, or `undefined` for `None` (never throws).
+///
+/// # Safety
+/// `env` must be the callback's env.
+#[inline]
+pub unsafe fn bigint_or_undefined(env: sys::napi_env, id: Option<i64>) -> Raw {
+    let mut out = ptr::null_mut();
+    // SAFETY: Node-API calls on the callback's env; `out` is a local.
+    unsafe {
+        match id {
+            Some(id) => sys::napi_create_bigint_int64(env, id, &mut out),
+            None => sys::napi_get_undefined(env, &mut out),
+        };
+    }
+    out
+}
+
+/// The string argument `value` read as [`str_arg`] does, or `None` without throwing
+/// when it is not a string (the waiting path then says what is wrong).
+///
+/// # Safety
+/// `env` and `value` must belong to the current callback.
+pub unsafe fn str_arg_quiet<'b>(
+    env: sys::napi_env,
+    value: sys::napi_value,
+    buf: &'b mut [u8; 512],
+    spill: &'b mut String,
+) -> Option<&'b str> {
+    let mut kind = sys::ValueType::napi_undefined;
+    // SAFETY: the callback's env and value; `kind` is a local.
+    unsafe { sys::napi_typeof(env, value, &mut kind) };
+    if kind != sys::ValueType::napi_string {
+        return None;
+    }
+    // SAFETY: as above; a string is read without throwing.
+    unsafe { str_arg(env, value, buf, spill) }
 }
 
 /// Converts a core result into the id's decimal string, or throws the coded error.

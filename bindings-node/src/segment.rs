@@ -281,6 +281,7 @@ impl fast::BindsNextId for JsSegmentGenerator {
     const NEXT_ID: fast::Callback = next_id_of_tag;
     const NEXT_IDS: fast::Callback = next_ids_of_tag;
     const NEXT_ID_STRING: fast::Callback = next_id_string_of_tag;
+    const NEXT_ID_AT_HAND: fast::Callback = next_id_at_hand_of_tag;
 }
 
 impl fast::BindsNextId for JsTagHandle {
@@ -291,6 +292,7 @@ impl fast::BindsNextId for JsTagHandle {
     const NEXT_ID: fast::Callback = next_id_of_handle;
     const NEXT_IDS: fast::Callback = next_ids_of_handle;
     const NEXT_ID_STRING: fast::Callback = next_id_string_of_handle;
+    const NEXT_ID_AT_HAND: fast::Callback = next_id_at_hand_of_handle;
 }
 
 /// `gen.nextId(tag)`: the next id of `tag` (see [`crate::fast`]).
@@ -307,6 +309,35 @@ unsafe extern "C" fn next_id_of_tag(
             Some(tag) => fast::bigint(env, gen.next_id_now(tag)),
             None => std::ptr::null_mut(),
         }
+    }
+}
+
+/// `gen._nextIdAtHand(tag)`: the next id of `tag` if it is at hand, else `undefined`,
+/// never an error (see [`crate::fast`]).
+unsafe extern "C" fn next_id_at_hand_of_tag(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    let mut argv = [std::ptr::null_mut(); 1];
+    // SAFETY (whole block): installed by `fast::Bound` with a `SegmentGenerator`.
+    unsafe {
+        let gen = fast::state::<SegmentGenerator, 1>(env, info, &mut argv);
+        let (mut buf, mut spill) = ([0u8; 512], String::new());
+        let tag = fast::str_arg_quiet(env, argv[0], &mut buf, &mut spill);
+        fast::bigint_or_undefined(env, tag.and_then(|tag| gen.next_id_at_hand(tag)))
+    }
+}
+
+/// `handle._nextIdAtHand()`: the next id if it is at hand, else `undefined`, never an
+/// error (see [`crate::fast`]).
+unsafe extern "C" fn next_id_at_hand_of_handle(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    // SAFETY: installed by `fast::Bound` with a `TagHandle`.
+    unsafe {
+        let h = fast::state::<TagHandle, 0>(env, info, &mut []);
+        fast::bigint_or_undefined(env, h.next_id_at_hand())
     }
 }
 

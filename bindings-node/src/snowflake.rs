@@ -274,6 +274,7 @@ impl fast::BindsNextId for JsSnowflakeGenerator {
     const NEXT_ID: fast::Callback = next_id;
     const NEXT_IDS: fast::Callback = next_ids;
     const NEXT_ID_STRING: fast::Callback = next_id_string;
+    const NEXT_ID_AT_HAND: fast::Callback = next_id_at_hand;
 }
 
 /// `sf.nextId()`: the next id (see [`crate::fast`]).
@@ -287,6 +288,19 @@ unsafe extern "C" fn next_id(
             env,
             fast::state::<SnowflakeGenerator, 0>(env, info, &mut []).next_id_now(),
         )
+    }
+}
+
+/// `sf._nextIdAtHand()`: the next id if the lock-free path gives it, else `undefined`,
+/// never an error (see [`crate::fast`]).
+unsafe extern "C" fn next_id_at_hand(
+    env: napi::sys::napi_env,
+    info: napi::sys::napi_callback_info,
+) -> fast::Raw {
+    // SAFETY: installed by `fast::Bound` with a `SnowflakeGenerator`.
+    unsafe {
+        let g = fast::state::<SnowflakeGenerator, 0>(env, info, &mut []);
+        fast::bigint_or_undefined(env, g.try_next_id())
     }
 }
 

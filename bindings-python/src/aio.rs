@@ -5,7 +5,8 @@
 //! available here, and the job is small. The core future runs on the core's runtime
 //! (never on the loop thread); when it completes, a blocking-pool thread briefly takes
 //! the GIL and hands the outcome to the loop with `call_soon_threadsafe` (see
-//! `leafid/_aio.py`). The runtime's worker threads never wait for the GIL.
+//! `leafid/_aio.py`). The runtime's worker threads never wait for the GIL. An id the
+//! core has in memory skips all that ([`at_hand_or`]): the future is done on return.
 
 use std::future::Future;
 
@@ -47,6 +48,35 @@ where
     settled_by(py, "new_connecting", fut)
 }
 
+/// [`awaitable`], already done when `at_hand` gives the value without waiting (an id
+/// the core has in memory): no task, no thread and no trip through the loop's queue,
+/// so an `await` of it costs what an `await` of any done future does. Otherwise the
+/// value comes from `later()`, as from [`awaitable`]. `at_hand` runs once the future
+/// is made, so a call refused (no running loop, the interpreter exiting) takes no id.
+pub fn at_hand_or<'py, F, T>(
+    py: Python<'py>,
+    at_hand: impl FnOnce() -> Option<T>,
+    later: impl FnOnce() -> F,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = leafid::Result<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
+    // Counted as in `settled_by`: making the future and setting its result run Python
+    // code (on the caller's thread, which holds the GIL, but the rules are the same).
+    let Some(_in_python) = crate::exit::enter() else {
+        return Err(exiting_error());
+    };
+    let (event_loop, future) = made(py, "new_future")?;
+    match at_hand() {
+        Some(value) => {
+            future.call_method1(pyo3::intern!(py, "set_result"), (value,))?;
+            Ok(future)
+        }
+        None => settle_later(event_loop, future, later()),
+    }
+}
+
 /// A future made by `leafid._aio.<factory>()` that `fut`'s outcome settles.
 fn settled_by<'py, F, T>(py: Python<'py>, factory: &str, fut: F) -> PyResult<Bound<'py, PyAny>>
 where
@@ -58,8 +88,28 @@ where
     let Some(_in_python) = crate::exit::enter() else {
         return Err(exiting_error());
     };
-    let (event_loop, future): (Bound<'py, PyAny>, Bound<'py, PyAny>) =
-        glue(py)?.call_method0(factory)?.extract()?;
+    let (event_loop, future) = made(py, factory)?;
+    settle_later(event_loop, future, fut)
+}
+
+/// The running loop and a future on it, from `leafid._aio.<factory>()`. Call it counted
+/// ([`crate::exit::enter`]).
+fn made<'py>(py: Python<'py>, factory: &str) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    glue(py)?.call_method0(factory)?.extract()
+}
+
+/// Runs `fut` on the core's runtime and settles `future` (on `event_loop`) with its
+/// outcome; cancelling `future` aborts the task. Call it counted ([`crate::exit::enter`]):
+/// it runs Python code (`add_done_callback`).
+fn settle_later<'py, F, T>(
+    event_loop: Bound<'py, PyAny>,
+    future: Bound<'py, PyAny>,
+    fut: F,
+) -> PyResult<Bound<'py, PyAny>>
+where
+    F: Future<Output = leafid::Result<T>> + Send + 'static,
+    T: for<'a> IntoPyObject<'a> + Send + 'static,
+{
     let (event_loop, target) = (event_loop.unbind(), future.clone().unbind());
     let task = leafid::runtime::spawn(async move {
         let outcome = fut.await;

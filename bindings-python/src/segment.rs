@@ -4,7 +4,7 @@
 use leafid::{SegmentGenerator, SegmentOptions, TagHandle, TagStats};
 use pyo3::prelude::*;
 
-use crate::aio::{awaitable, connecting, wait};
+use crate::aio::{at_hand_or, awaitable, connecting, wait};
 use crate::error::IntoPy;
 
 /// Issues ids for the tags of one ``leaf_alloc`` table (``mysql://…``,
@@ -136,7 +136,11 @@ impl PySegmentGenerator {
 
     /// ``next_id`` that waits on the core's runtime, never on the loop's thread.
     fn next_id_async<'py>(&self, py: Python<'py>, tag: &str) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.inner.next_id_async(tag))
+        at_hand_or(
+            py,
+            || self.inner.next_id_at_hand(tag),
+            || self.inner.next_id_async(tag),
+        )
     }
 
     /// ``next_ids`` that waits on the core's runtime, never on the loop's thread.
@@ -146,7 +150,11 @@ impl PySegmentGenerator {
         tag: &str,
         n: usize,
     ) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.inner.next_ids_async(tag, n))
+        at_hand_or(
+            py,
+            || self.inner.next_ids_at_hand(tag, n),
+            || self.inner.next_ids_async(tag, n),
+        )
     }
 
     /// A handle on ``tag``: the fast way to issue its ids. Raises ``TagNotFound``
@@ -338,12 +346,20 @@ impl PyTagHandle {
     /// ``next_id`` that waits (up to ``wait_timeout``) on the core's runtime, never on
     /// the event loop's thread.
     fn next_id_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.inner.next_id_async())
+        at_hand_or(
+            py,
+            || self.inner.next_id_at_hand(),
+            || self.inner.next_id_async(),
+        )
     }
 
     /// ``next_ids`` that waits on the core's runtime, never on the loop's thread.
     fn next_ids_async<'py>(&self, py: Python<'py>, n: usize) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.inner.next_ids_async(n))
+        at_hand_or(
+            py,
+            || self.inner.next_ids_at_hand(n),
+            || self.inner.next_ids_async(n),
+        )
     }
 
     fn __iter__(slf: Py<Self>) -> Py<Self> {

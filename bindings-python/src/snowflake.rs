@@ -9,7 +9,7 @@ use leafid::snowflake::{
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::aio::{awaitable, connecting, wait};
+use crate::aio::{at_hand_or, awaitable, connecting, wait};
 use crate::error::IntoPy;
 use crate::ints::{int64_array, IntList};
 
@@ -299,7 +299,11 @@ impl PySnowflakeGenerator {
 
     /// ``next_id`` that waits on the core's runtime, never on the loop's thread.
     fn next_id_async<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        awaitable(py, self.inner.next_id_async())
+        at_hand_or(
+            py,
+            || self.inner.try_next_id(),
+            || self.inner.next_id_async(),
+        )
     }
 
     /// ``next_ids`` that waits on the core's runtime, never on the loop's thread.

@@ -1,8 +1,10 @@
 """Type stubs of leafid (the native classes live in ``leafid._leafid``).
 
 The async twins return an ``asyncio.Future`` of the running loop (``RuntimeError``
-without one): await it, cancel it, or pass it to ``asyncio.wait``. ``connect`` returns a
-``Connecting``, such a future that is also an async context manager."""
+without one): await it, cancel it, or pass it to ``asyncio.wait``. When the ids are at
+hand the future is already done when the call returns (no thread, no trip through the
+loop), so cancelling it does nothing. ``connect`` returns a ``Connecting``, such a future
+that is also an async context manager."""
 
 import array
 import asyncio

@@ -134,6 +134,22 @@ impl SegmentGenerator {
         tags.get(tag)?.try_next_id(&self.inner.loader)
     }
 
+    /// The id of `tag` [`next_id_async`](Self::next_id_async) would take at call time,
+    /// if the core has it without waiting; see [`TagHandle::next_id_at_hand`] (`None`
+    /// for a tag not in the cache too, while its lookup starts).
+    #[inline]
+    pub fn next_id_at_hand(&self, tag: &str) -> Option<i64> {
+        self.next_id_now_quiet(tag).ok()
+    }
+
+    /// `n` ids of `tag` if they can be had without waiting; see
+    /// [`TagHandle::next_ids_at_hand`] (`None` for a tag not in the cache too).
+    pub fn next_ids_at_hand(&self, tag: &str, n: usize) -> Option<Vec<i64>> {
+        let n = crate::limits::batch(n as u64).ok()?;
+        let buf = self.inner.tags.load().get(tag)?.clone();
+        buf.batch_at_hand(&self.inner.loader, n)
+    }
+
     /// The next id of `tag` without ever waiting; see [`TagHandle::next_id_now`]. A tag
     /// missing from the cache fails with [`Error::TagNotFound`] at once while a store
     /// lookup runs in the background: if the tag exists, a later call finds it.

@@ -40,6 +40,28 @@ impl TagHandle {
         self.buf.try_next_id(&self.inner.loader)
     }
 
+    /// The id [`next_id_async`](Self::next_id_async) would take at call time, when the
+    /// core has it without waiting (a switch to the loaded next segment included, which
+    /// [`try_next_id`](Self::try_next_id) leaves to the slow path); `None`, with nothing
+    /// taken, when the call would wait or fail: the async call then waits or says what
+    /// is wrong. Never waits, never does I/O. For bindings that hand back an
+    /// already-completed awaitable when the id is at hand.
+    #[inline]
+    pub fn next_id_at_hand(&self) -> Option<i64> {
+        // Quiet: an error here is not the caller's outcome (the async call counts it).
+        self.buf.next_id_now_quiet(&self.inner.loader).ok()
+    }
+
+    /// `n` ids if the current segment holds them all (the batch
+    /// [`next_ids_async`](Self::next_ids_async) takes at call time), `None` otherwise
+    /// (`n` refused included: the async call then says what is wrong). Never waits,
+    /// never does I/O, takes nothing when `None`. For bindings, as
+    /// [`next_id_at_hand`](Self::next_id_at_hand).
+    pub fn next_ids_at_hand(&self, n: usize) -> Option<Vec<i64>> {
+        let n = crate::limits::batch(n as u64).ok()?;
+        self.buf.batch_at_hand(&self.inner.loader, n)
+    }
+
     /// `n` ids, ascending within each segment; waits as [`next_id`](Self::next_id) does.
     pub fn next_ids(&self, n: usize) -> Result<Vec<i64>> {
         let mut out = vec![0; crate::limits::batch(n as u64)?];

@@ -176,6 +176,54 @@ fn next_id_now_never_waits_and_next_id_async_reports_the_abandoned_refill() {
     assert!(matches!(gen.next_id_now("nope"), Err(Error::Closed)));
 }
 
+/// Issue 31: what the bindings ask before making an awaitable. `next_id_at_hand` (and
+/// `next_ids_at_hand`) is `None` at once while the first load hangs, for an unknown tag,
+/// for a refused count and once closed; and a `None` takes nothing: mixed with the
+/// waiting calls across segment switches, the ids stay consecutive.
+#[test]
+fn next_id_at_hand_gives_an_id_or_takes_nothing() {
+    let store = Arc::new(Hanging {
+        inner: Arc::new(MemoryStore::new()),
+        hang: AtomicBool::new(true),
+    });
+    let s = store.inner.clone();
+    runtime::block_on(async move { s.create_tag("t", 1, 10, "").await }).unwrap();
+    let opts = SegmentOptions {
+        wait_timeout: Duration::from_secs(600),
+        ..SegmentOptions::default()
+    };
+    let gen = generator(store, opts.clone());
+    let h = gen.tag("t").unwrap(); // starts the first load, which hangs
+    for _ in 0..3 {
+        assert_eq!(h.next_id_at_hand(), None);
+        assert_eq!(h.next_ids_at_hand(2), None);
+        assert_eq!(gen.next_id_at_hand("t"), None);
+        assert_eq!(gen.next_ids_at_hand("t", 2), None);
+    }
+    assert_eq!(gen.next_id_at_hand("nope"), None);
+
+    let store = Arc::new(MemoryStore::new());
+    let s = store.clone();
+    runtime::block_on(async move { s.create_tag("t", 1, 10, "").await }).unwrap();
+    let gen = generator(store, opts);
+    let h = gen.tag("t").unwrap();
+    let mut ids = Vec::new();
+    for k in 0..40 {
+        let at_hand = match k % 3 {
+            0 => h.next_id_at_hand().map(|id| vec![id]),
+            1 => gen.next_id_at_hand("t").map(|id| vec![id]),
+            _ => h.next_ids_at_hand(3),
+        };
+        assert_eq!(h.next_ids_at_hand(usize::MAX), None);
+        ids.extend(at_hand.unwrap_or_else(|| vec![h.next_id().unwrap()]));
+    }
+    let expected: Vec<i64> = (1..=ids.len() as i64).collect();
+    assert_eq!(ids, expected);
+    gen.close();
+    assert_eq!(h.next_id_at_hand(), None);
+    assert_eq!(gen.next_id_at_hand("t"), None);
+}
+
 /// A store whose `tags()` waits for a signal after reading the listing, so a test
 /// can run `create_tag` while a refresh holds a listing that misses the new tag.
 #[derive(Debug)]

@@ -203,12 +203,16 @@ impl TagBuffer {
     /// counted under it yet. Called under the lock, at a segment switch, a close, and
     /// in a forked child.
     pub(super) fn renew_chunks(&self) {
-        // Relaxed, both: what must be seen with them is published by the caller (the
-        // cursor's swap at a switch or close, the epoch in a forked child), and a thread
-        // that still sees the old key takes only ids reserved before.
-        self.chunk_key
-            .store(thread_chunk::new_key(), Ordering::Relaxed);
+        // Relaxed: a thread that counts itself under the new key sees the set cleared
+        // through the key's Release below.
         self.chunk_threads.store(0, Ordering::Relaxed);
+        // Release: pairs with the Acquire load of the key before a thread counts itself
+        // for a new chunk (`new_chunk`), so its count lands after the clear above. The
+        // rest that must be seen with the key is published by the caller (the cursor's
+        // swap at a switch or close, the epoch in a forked child); a thread that still
+        // sees the old key takes only ids reserved before.
+        self.chunk_key
+            .store(thread_chunk::new_key(), Ordering::Release);
     }
 
     /// Ids taken from the current segment (none when no slot holds it).

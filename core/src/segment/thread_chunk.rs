@@ -68,6 +68,9 @@ struct Chunk {
     until_of_0: Cell<u64>,
     /// The size of the last chunk reserved for this key (doubles up to the maximum).
     size: Cell<u64>,
+    /// The chunk was given up with ids left (`next` then equals `end`, so none of them
+    /// is ever issued): the next chunk is half the size instead of double.
+    given_up: Cell<bool>,
 }
 
 impl Chunk {
@@ -80,18 +83,35 @@ impl Chunk {
             end: Cell::new(0),
             until_of_0: Cell::new(0),
             size: Cell::new(0),
+            given_up: Cell::new(false),
         }
     }
 
     /// `next` when it may still be handed out: the chunk is this key's, has ids left,
     /// and `ring`'s cursor is at most its lead past it (the order bound, module docs).
+    /// A chunk past its lead is given up for good: the slow path may pull an overshot
+    /// cursor back to the segment's end, under the lead again, and the ids given up
+    /// must stay skipped (below ids the thread took from the cursor meanwhile).
     #[inline(always)]
     fn usable(&self, key: u64, ring: &Ring) -> Option<i64> {
         let next = self.next.get();
-        let usable = self.key.get() == key
-            && next < self.end.get()
-            && ring.word() <= self.until_of_0.get().wrapping_add(next as u64);
-        usable.then_some(next)
+        if self.key.get() != key || next >= self.end.get() {
+            return None;
+        }
+        if ring.word() > self.until_of_0.get().wrapping_add(next as u64) {
+            self.give_up();
+            return None;
+        }
+        Some(next)
+    }
+
+    /// Gives up the ids left (a gap, never issued), so that the next chunk is halved.
+    #[cold]
+    fn give_up(&self) {
+        if self.next.get() < self.end.get() {
+            self.next.set(self.end.get());
+            self.given_up.set(true);
+        }
     }
 }
 
@@ -185,29 +205,31 @@ pub(super) fn take_exact_run(key: u64, ring: &Ring, n: u64) -> Option<i64> {
     })
 }
 
-/// Gives up what is left of this thread's chunk for `key` (a gap), keeping its size:
-/// the thread's next id then comes from a new chunk, above anything taken meanwhile.
+/// Gives up what is left of this thread's chunk for `key` (a gap; the next chunk is
+/// then halved, as for a chunk given up for its lead): the thread's next id comes from
+/// a new chunk, above anything taken meanwhile.
 #[inline]
 pub(super) fn give_up(key: u64) {
     CHUNKS.with(|chunks| {
         let c = &chunks[slot(key)];
         if c.key.get() == key {
-            c.next.set(c.end.get());
+            c.give_up();
         }
     })
 }
 
 /// How many ids this thread should reserve next for `key`: double the last chunk, up to
-/// `max`; half of it when the last one still had ids (given up for its lead: the thread
-/// issues slower than the others, and a smaller chunk loses less next time); 1 for a
-/// key its table does not hold (first use, or evicted).
+/// `max`; half of it when the last one was given up with ids left (for its lead: the
+/// thread issues slower than the others; or for a batch it could not hold: a smaller
+/// chunk loses less next time); 1 for a key its table does not hold (first use, or
+/// evicted).
 #[inline]
 pub(super) fn next_size(key: u64, max: u64) -> u64 {
     CHUNKS.with(|chunks| {
         let c = &chunks[slot(key)];
         if c.key.get() != key {
             1
-        } else if c.next.get() < c.end.get() {
+        } else if c.given_up.get() {
             (c.size.get() / 2).clamp(1, max)
         } else {
             c.size.get().saturating_mul(2).clamp(1, max)
@@ -229,6 +251,7 @@ pub(super) fn keep(key: u64, next: i64, end: i64, at: u64, size: u64, lead: u64)
         // 2^64, leads at most 2^18); the wrapping is only in the offset by `next`.
         c.until_of_0.set((at + lead).wrapping_sub(next as u64));
         c.size.set(size);
+        c.given_up.set(false);
     })
 }
 
@@ -306,6 +329,44 @@ mod tests {
         r.publish(2, 5000, 1000, u64::MAX, 1000);
         r.point_at(2);
         assert_eq!(take(key, &r), None);
+    }
+
+    #[test]
+    fn a_chunk_given_up_for_its_lead_stays_given_up_when_the_cursor_is_clamped_back() {
+        let r = ring();
+        r.take_chunk(990).unwrap();
+        let key = new_key();
+        // Ids 1990..1998, each usable while the cursor is at most 10 past it.
+        reserve(&r, key, 8, 10);
+        assert_eq!(take(key, &r), Some(1990));
+        // A take racing over the segment's end moves the cursor to 1008 (8 past the
+        // end, 17 past 1991) though only 2 ids were left.
+        let (t, _) = r.take_chunk(10).unwrap();
+        assert_eq!((t.first, t.count), (1998, 2));
+        assert_eq!(take(key, &r), None, "given up for its lead");
+        // The slow path pulls the cursor back to the end: 9 past 1991.
+        r.clamp();
+        assert_eq!(r.position().1, 1000);
+        assert_eq!(take(key, &r), None, "given up ids are never issued");
+        assert_eq!(take_run(key, &r, 4), None);
+        assert_eq!(next_size(key, 64), 4, "and the next chunk is still halved");
+    }
+
+    #[test]
+    fn a_chunk_given_up_with_ids_left_halves_the_next_and_a_spent_one_doubles_it() {
+        let r = ring();
+        let key = new_key();
+        reserve(&r, key, 8, 1000);
+        assert_eq!(take(key, &r), Some(1000));
+        // An async batch that does not fit in the chunk gives up its 7 ids left.
+        give_up(key);
+        assert_eq!(take(key, &r), None);
+        assert_eq!(next_size(key, 64), 4);
+        // Given up once used up: nothing was lost, so the next doubles.
+        reserve(&r, key, 2, 1000);
+        assert_eq!(take_run(key, &r, 5), Some((1008, 2)));
+        give_up(key);
+        assert_eq!(next_size(key, 64), 4);
     }
 
     #[test]

@@ -400,3 +400,27 @@ fn an_ordered_batch_comes_above_earlier_ids_though_the_thread_holds_an_older_chu
         panic!("the answer went from {} to {}: {answer:?}", w[0], w[1]);
     }
 }
+
+/// A batch of no ids takes nothing and gives nothing up: the thread's next id still
+/// comes from its chunk. Before, `next_ids_at_hand(0)` and `next_ids_async(0)` gave the
+/// chunk up (a gap), as for a batch that does not fit in it.
+#[test]
+fn a_batch_of_no_ids_keeps_the_threads_chunk() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}/ids.db", dir.path().display());
+    let gen = SegmentGenerator::connect_blocking(&url, SegmentOptions::default().thread_chunk(16))
+        .unwrap();
+    let g = gen.clone();
+    leafid::runtime::block_on(async move { g.create_tag("t", 1, 1_000, "").await }).unwrap();
+    let h = gen.tag("t").unwrap();
+    // The slow path's single id (the first segment), then chunks of 1 and 2: the last
+    // still holds an id.
+    let first = h.next_id().unwrap();
+    assert_eq!(h.next_id().unwrap(), first + 1);
+    assert_eq!(h.next_id().unwrap(), first + 2);
+    assert_eq!(h.next_ids_at_hand(0), Some(vec![]));
+    assert_eq!(gen.next_ids_at_hand("t", 0), Some(vec![]));
+    let ids = leafid::runtime::block_on(h.next_ids_async(0)).unwrap();
+    assert!(ids.is_empty());
+    assert_eq!(h.next_id().unwrap(), first + 3, "from the chunk, no gap");
+}

@@ -56,21 +56,31 @@ impl TagBuffer {
         let key = self.chunk_key.load(Ordering::Relaxed);
         match thread_chunk::take(key, &self.ring) {
             Some(id) => Some(id),
-            None => self.new_chunk(key, loader),
+            None => self.new_chunk(loader),
         }
     }
 
-    /// Reserves this thread's next chunk for `key` and returns its first id.
+    /// Reserves this thread's next chunk and returns its first id (`None`: the
+    /// segment is spent). The chunk is kept under the buffer's key now, which may be
+    /// newer than the one the failed take used.
     #[inline(never)]
-    fn new_chunk(self: &Arc<Self>, key: u64, loader: &Arc<Loader>) -> Option<i64> {
+    fn new_chunk(self: &Arc<Self>, loader: &Arc<Loader>) -> Option<i64> {
+        // Acquire: pairs with the Release store in `renew_chunks`, so the count below
+        // lands in this key's set, after the switch cleared it (never in the set of the
+        // segment before, read with that segment's count).
+        let key = self.chunk_key.load(Ordering::Acquire);
+        // Counted before the take, never after: the preload below may wait for the
+        // lock while the segment switches, and a thread counted then would add itself
+        // to the new segment's threads though it took no chunk there (each chunk's
+        // lead there one chunk too long). A switch between the count and the take
+        // leaves this chunk under an old key: never used past its first id, which
+        // comes from the cursor now and trails nothing.
+        let threads = thread_chunk::count_thread(&self.chunk_threads);
         let size = thread_chunk::next_size(key, self.chunk);
         let (t, at) = self.ring.take_chunk(size)?;
         if t.wants_preload {
             self.maybe_preload(loader);
         }
-        // Counted after the take: a take in a new segment comes after its switch
-        // cleared the set (Acquire on the cursor), so this thread is counted in it.
-        let threads = thread_chunk::count_thread(&self.chunk_threads);
         let lead = thread_chunk::lead(self.chunk, threads);
         // Cannot overflow: the chunk lies inside a segment.
         thread_chunk::keep(
@@ -154,7 +164,8 @@ impl TagBuffer {
         if !self.fresh() {
             return None;
         }
-        if self.chunk != 0 {
+        // No ids asked: nothing to take from the thread's chunk, and nothing to give up.
+        if self.chunk != 0 && n > 0 {
             // Runs on the calling thread, whose batch must come after its earlier ids
             // and before its later ones (docs/segment.md, "Order"): from its chunk when
             // the chunk holds them all; else the chunk is given up (a gap), so its later
@@ -260,4 +271,62 @@ fn write_run(out: &mut [i64], taken: Taken) -> usize {
         *slot = taken.first + k as i64;
     }
     count
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::sync::{Arc, Weak};
+
+    use crate::segment::buffer::NEXT_LOADING;
+    use crate::segment::loader::{FollowsFork, Loader};
+    use crate::segment::store::memory::MemoryStore;
+    use crate::segment::tag_buffer::TagBuffer;
+    use crate::segment::SegmentOptions;
+
+    #[derive(Debug)]
+    struct NoGenerator;
+
+    impl FollowsFork for NoGenerator {
+        fn follow_fork(self: Arc<Self>) {}
+    }
+
+    /// A thread that took its chunk in a segment and was held up (here in the preload's
+    /// wait for the tag's lock) while the segment switched must not count itself among
+    /// the new segment's threads: it took no chunk there, and counting it would give
+    /// every chunk of the new segment a lead one chunk longer than the documented bound.
+    #[test]
+    fn a_thread_held_up_across_a_switch_is_not_counted_in_the_new_segment() {
+        let no_generator: Weak<dyn FollowsFork> = Weak::<NoGenerator>::new();
+        let loader = Arc::new(Loader::new(
+            SegmentOptions::default(),
+            Arc::new(MemoryStore::new()),
+            crate::runtime::fork_epoch(),
+            no_generator,
+        ));
+        let buf = TagBuffer::shared("t".into(), crate::runtime::fork_epoch(), 64);
+        // Every take asks for a preload, which waits for the lock held below.
+        buf.ring.publish(1, 1000, 1000, 0, 1000);
+        buf.ring.point_at(1);
+        let st = buf.lock();
+        let taken_at = buf.ring.word();
+        let (b, l) = (buf.clone(), loader.clone());
+        let thread = std::thread::spawn(move || b.try_next_id(&l));
+        while buf.ring.word() == taken_at {
+            std::thread::yield_now();
+        }
+        // The thread took its chunk; the segment switches under the lock meanwhile (as
+        // the slow path does), and no refill is started when the thread gets the lock.
+        buf.renew_chunks();
+        buf.ring.publish(2, 5000, 1000, u64::MAX, 1000);
+        buf.ring.point_at(2);
+        buf.ring.next.store(NEXT_LOADING, Ordering::Release);
+        drop(st);
+        assert_eq!(thread.join().unwrap(), Some(1000));
+        assert_eq!(
+            buf.chunk_threads.load(Ordering::Relaxed),
+            0,
+            "no thread took a chunk in the new segment"
+        );
+    }
 }

@@ -19,7 +19,9 @@
 //   `close` return Promises. Their work runs on the core's own threads (never on the
 //   event loop, never on libuv's thread pool, which your `fs`/`dns` work needs); the
 //   Promise settles on the event loop when it is done. The `…Async` twins wait up to
-//   `waitTimeoutMs` for a refill.
+//   `waitTimeoutMs` for a refill. `nextIdAsync` with the id at hand returns a Promise
+//   already resolved (no thread); every 64th in a row resolves after a turn of the
+//   event loop instead (`setImmediate`), so that a loop of `await`s lets timers and I/O run.
 // - Arguments are checked as Node's built-in modules check them, nothing is coerced:
 //   the wrong type is a `TypeError` with `code: 'ERR_INVALID_ARG_TYPE'`, unusable
 //   content a `TypeError` `ERR_INVALID_ARG_VALUE`, a number out of range, NaN, or not an

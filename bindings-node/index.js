@@ -145,11 +145,19 @@ function atCallSite(e, site) {
  * re-made with the caller's frames (see the top of this file). They are taken at the
  * call, while the caller is on the stack: V8 links an `await`ing caller's frames to a
  * later rejection, but a `.then` chain's not at all. Taking them costs about a
- * microsecond, so a fast path that answers at once belongs before this wrapper. */
-function wrapAsync(target, name) {
+ * microsecond, so a fast path that answers at once goes first: with `atHandOf` (a class),
+ * `name` is a `nextIdAsync` whose id, when `this` is one of that class and
+ * `_nextIdAtHand` has it, resolves at once (see `resolvedAtHand`). */
+function wrapAsync(target, name, atHandOf) {
   const method = target[name];
   const wrapped = {
     [name](...args) {
+      // Before the frames are taken (they are the cost to skip), and inside this
+      // wrapper so that a rejection's stack starts at the caller, not in this file.
+      if (atHandOf !== undefined && this instanceof atHandOf) {
+        const id = this._nextIdAtHand?.(...args);
+        if (id !== undefined) return resolvedAtHand(id);
+      }
       const site = {};
       if (Error.captureStackTrace) Error.captureStackTrace(site, wrapped);
       const again = (e) => {
@@ -165,32 +173,38 @@ function wrapAsync(target, name) {
   Object.defineProperty(target, name, { value: wrapped, writable: true, configurable: true });
 }
 
+// nextIdAsync resolves at once with an id the core has in memory: `_nextIdAtHand` (a
+// bound native function, src/fast.rs) gives it, or `undefined` when it would have to
+// wait, without throwing and without taking an id. Only then the native call runs, off
+// the event loop, and every error (closed, bad tag, bad argument, a `this` of another
+// class: "Illegal invocation") comes from it, as a rejection made at the caller's
+// `await`. (Issue 31: 17-28 µs per id before, a trip to the core's runtime and back.)
+//
+// An `await` of a resolved Promise only runs microtasks, never the event loop: a loop of
+// such `await`s would starve timers, I/O and every other callback. So every
+// `AT_HAND_STREAK`-th at-hand id in a row resolves from `setImmediate`, after the loop
+// has had a turn (a few µs, once per 64 ids). One counter for the module: JavaScript
+// runs one thread per isolate, and each worker thread loads its own copy.
+const AT_HAND_STREAK = 64;
+let atHandRun = 0;
+
+/** A Promise of `id`, resolved at once, or every `AT_HAND_STREAK`-th time after a turn
+ * of the event loop. */
+function resolvedAtHand(id) {
+  if (++atHandRun < AT_HAND_STREAK) return Promise.resolve(id);
+  atHandRun = 0;
+  return new Promise((resolve) => setImmediate(resolve, id));
+}
+
 const { SegmentGenerator, TagHandle, SnowflakeGenerator } = native;
 wrapAsync(SegmentGenerator, 'connect');
 wrapAsync(SnowflakeGenerator, 'connect');
-for (const name of ['nextIdAsync', 'nextIdsAsync', 'createTag', 'createTable', 'refresh', 'close']) {
+for (const cls of [SegmentGenerator, TagHandle, SnowflakeGenerator]) wrapAsync(cls.prototype, 'nextIdAsync', cls);
+for (const name of ['nextIdsAsync', 'createTag', 'createTable', 'refresh', 'close']) {
   wrapAsync(SegmentGenerator.prototype, name);
 }
-for (const name of ['nextIdAsync', 'nextIdsAsync']) wrapAsync(TagHandle.prototype, name);
-for (const name of ['nextIdAsync', 'nextIdsAsync', 'close']) wrapAsync(SnowflakeGenerator.prototype, name);
-
-// nextIdAsync resolves at once with an id the core has in memory: `_nextIdAtHand` (a
-// bound native function, src/fast.rs) gives it, or `undefined` when it would have to
-// wait, without throwing and without taking an id. Only then the call above runs, off
-// the event loop, and every error (closed, bad tag, bad argument) comes from it, as a
-// rejection made at the caller's `await`. (Issue 31: 17-28 µs per id before, a trip to
-// the core's runtime and back.)
-function resolveAtHand(target) {
-  const waiting = target.nextIdAsync;
-  const fast = {
-    nextIdAsync(...args) {
-      const id = this?._nextIdAtHand?.(...args);
-      return id === undefined ? waiting.apply(this, args) : Promise.resolve(id);
-    },
-  }.nextIdAsync;
-  Object.defineProperty(target, 'nextIdAsync', { value: fast, writable: true, configurable: true });
-}
-for (const cls of [SegmentGenerator, TagHandle, SnowflakeGenerator]) resolveAtHand(cls.prototype);
+wrapAsync(TagHandle.prototype, 'nextIdsAsync');
+for (const name of ['nextIdsAsync', 'close']) wrapAsync(SnowflakeGenerator.prototype, name);
 
 // stats(): each segment's ids stay bigints, with a (non-enumerable) toJSON so that
 // `JSON.stringify(gen.stats())` works without a replacer.

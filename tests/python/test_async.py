@@ -101,9 +101,19 @@ def test_ids_at_hand_come_back_in_a_done_future_in_order_with_the_sync_calls(tmp
     # Issue 31: an id the core has in memory no longer goes to the core's runtime and back
     # through the loop's queue (248 µs per id): the future is done when the call returns,
     # and it is still an asyncio.Future (gather, wait, wait_for, ensure_future take it).
-    def already_done(f: "asyncio.Future[Any]") -> "asyncio.Future[Any]":
-        assert isinstance(f, asyncio.Future) and f.done()
-        return f
+    # Every 64th in a row is set at the loop's next turn instead (so a loop of awaits
+    # lets the loop run): done after one `sleep(0)`, no thread involved.
+    calls = not_done = 0
+
+    async def already_done(f: "asyncio.Future[Any]") -> Any:
+        nonlocal calls, not_done
+        assert isinstance(f, asyncio.Future)
+        calls += 1
+        if not f.done():
+            not_done += 1
+            await asyncio.sleep(0)
+            assert f.done()
+        return await f
 
     async def main() -> None:
         async with await leafid.SegmentGenerator.connect(f"sqlite://{tmp_path}/ids.db") as gen:
@@ -117,6 +127,7 @@ def test_ids_at_hand_come_back_in_a_done_future_in_order_with_the_sync_calls(tmp
                 ids += await already_done(handle.next_ids_async(3))
                 ids += await already_done(gen.next_ids_async("a", 2))
             assert ids == sorted(set(ids)) and len(ids) == 100 * 9
+            assert 0 < not_done <= calls // 64 + 1, (not_done, calls)
             got = await asyncio.gather(handle.next_id_async(), asyncio.wait_for(gen.next_id_async("a"), HUNG))
             done, _ = await asyncio.wait([asyncio.ensure_future(handle.next_id_async())])
             got.append(done.pop().result())
@@ -124,7 +135,51 @@ def test_ids_at_hand_come_back_in_a_done_future_in_order_with_the_sync_calls(tmp
         async with await leafid.SnowflakeGenerator.connect("fixed:731", cache_dir=tmp_path) as sf:
             before = sf.next_id()
             ids = [await already_done(sf.next_id_async()) for _ in range(100)]
+            assert not_done <= calls // 64 + 1, (not_done, calls)
             assert before < ids[0] and ids == sorted(set(ids)) and ids[-1] < sf.next_id()
+
+    run(main)
+
+
+def test_a_loop_of_awaits_with_ids_at_hand_lets_the_event_loop_run() -> None:
+    # Review of issue 31: an await of a done future never yields, so `while not stop:
+    # await h.next_id_async()` starved every other task, timer and cancellation (3.1 M
+    # ids in 3 s, the stopper never ran). Every 64th at-hand id now goes through the
+    # loop. No timing: `CAP` only turns the old hang into a clear failure.
+    CAP = 200_000
+
+    async def main() -> None:
+        with leafid.SegmentGenerator("memory:") as gen:
+            gen.create_tag("a", step=10_000_000)
+            handle = gen.tag("a")
+            handle.next_id()  # the first segment is loaded: every id below is at hand
+            ran: list[str] = []
+
+            async def other_task() -> None:
+                await asyncio.sleep(0)
+                ran.append("task")
+
+            loop = asyncio.get_running_loop()
+            loop.call_later(0, ran.append, "timer")
+            stopper = asyncio.ensure_future(other_task())
+            n = 0
+            while len(ran) < 2 and n < CAP:
+                await (handle.next_id_async() if n % 2 else gen.next_id_async("a"))
+                await handle.next_ids_async(2)
+                n += 1
+            assert sorted(ran) == ["task", "timer"], f"the loop never ran in {n} awaits"
+            await stopper
+
+            async def worker() -> int:
+                for k in range(CAP):
+                    await handle.next_id_async()
+                return k
+
+            task = asyncio.ensure_future(worker())
+            await asyncio.sleep(0)  # the worker starts
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task  # returned `CAP - 1` before: a cancel() it never saw
 
     run(main)
 

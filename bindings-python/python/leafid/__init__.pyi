@@ -3,7 +3,9 @@
 The async twins return an ``asyncio.Future`` of the running loop (``RuntimeError``
 without one): await it, cancel it, or pass it to ``asyncio.wait``. When the ids are at
 hand the future is already done when the call returns (no thread, no trip through the
-loop), so cancelling it does nothing. ``connect`` returns a ``Connecting``, such a future
+loop), so cancelling it does nothing; every 64th such future in a row is instead set at
+the loop's next turn (still no thread), so that a loop of ``await``s lets the loop run
+its other tasks, timers and cancellation. ``connect`` returns a ``Connecting``, such a future
 that is also an async context manager."""
 
 import array

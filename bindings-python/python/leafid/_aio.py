@@ -1,6 +1,7 @@
 """asyncio glue of the native module (``leafid._leafid``): the core runs each async call
 on its own runtime and settles the future made here, from another thread, through
-``call_soon_threadsafe``."""
+``call_soon_threadsafe``; an id at hand is set at once, or (every so often) at the
+loop's next turn (``settle_soon``)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,17 @@ def _set(future: "asyncio.Future[Any]", value: Any, error: Optional[BaseExceptio
         future.set_exception(error)
     else:
         future.set_result(value)
+
+
+def settle_soon(
+    loop: asyncio.AbstractEventLoop, future: "asyncio.Future[Any]", value: Any
+) -> None:
+    """On the loop's thread: sets ``value`` at the loop's next turn, so that an ``await``
+    of ``future`` lets the loop run its timers and other tasks first (an id at hand,
+    every so often; see ``at_hand_or`` in ``src/aio.rs``)."""
+    # If the future is cancelled before then, ``_set`` drops ``value``: that id is
+    # never issued, a gap in the sequence, never a duplicate.
+    loop.call_soon(_set, future, value, None)
 
 
 def ready(value: Any) -> "asyncio.Future[Any]":

@@ -44,7 +44,7 @@ impl TagHandle {
     /// core has it without waiting (a switch to the loaded next segment included, which
     /// [`try_next_id`](Self::try_next_id) leaves to the slow path); `None`, with nothing
     /// taken, when the call would wait or fail: the async call then waits or says what
-    /// is wrong. Never waits, never does I/O. For bindings that hand back an
+    /// is wrong. Never waits on I/O (it may briefly take the tag's lock). For bindings that hand back an
     /// already-completed awaitable when the id is at hand.
     #[inline]
     pub fn next_id_at_hand(&self) -> Option<i64> {
@@ -54,8 +54,8 @@ impl TagHandle {
 
     /// `n` ids if the current segment holds them all (the batch
     /// [`next_ids_async`](Self::next_ids_async) takes at call time), `None` otherwise
-    /// (`n` refused included: the async call then says what is wrong). Never waits,
-    /// never does I/O, takes nothing when `None`. For bindings, as
+    /// (`n` refused included: the async call then says what is wrong). Never waits on
+    /// I/O (it may briefly take the tag's lock), takes nothing when `None`. For bindings, as
     /// [`next_id_at_hand`](Self::next_id_at_hand).
     pub fn next_ids_at_hand(&self, n: usize) -> Option<Vec<i64>> {
         let n = crate::limits::batch(n as u64).ok()?;

@@ -309,6 +309,9 @@ fn serve_on_a_missing_table_names_leafid_init() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("table leaf_alloc does not exist"), "{err}");
-    assert!(err.contains("`leafid init`") && err.contains("--create-table"), "{err}");
+    assert!(
+        err.contains("`leafid init`") && err.contains("--create-table"),
+        "{err}"
+    );
     assert!(!err.contains("create_table"), "{err}");
 }

@@ -248,7 +248,8 @@ fn wrong_password_and_unknown_database_are_configuration_errors() {
     assert!(err.to_string().contains("no_such_db_leafid_12"), "{err}");
     // Issue 31: it says what to do, not only that access was denied.
     assert!(
-        err.to_string().contains("create the database or fix its name in the URL"),
+        err.to_string()
+            .contains("create the database or fix its name in the URL"),
         "{err}"
     );
 }

@@ -21,12 +21,16 @@ pub(crate) enum Refusal {
     /// MySQL 1044: the user has no privilege on the URL's database, which is also what
     /// MySQL answers a user without global privileges about a database that does not
     /// exist (a misspelt name), so the advice names both.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     DatabaseOrItsName,
     /// PostgreSQL 42501 on a database: the role lacks `CONNECT` on it.
+    // PostgreSQL's only: a build with MySQL alone never makes it.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Connect,
     /// PostgreSQL: the role lacks `USAGE` (or, for a missing table, `CREATE`) on the
     /// schema (42501 naming a schema), or no schema on its `search_path` is one it may
     /// use (3F000, "no schema has been selected to create in").
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Schema,
     /// Logged in, but a statement needs a privilege on a table the user lacks (MySQL
     /// 1142, 1143; PostgreSQL 42501): `CREATE` for a missing table, `UPDATE` on a row, …

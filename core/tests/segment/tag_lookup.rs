@@ -51,16 +51,24 @@ fn tag_created_by_another_generator_works_on_first_call() {
         block_on(async move { g.next_id_async(&t).await }).unwrap(),
         1100
     );
-    // Never waits: the first call starts the lookup and says the tag is not known yet.
-    let err = b.next_id_now(&t3).unwrap_err();
-    assert!(matches!(err, Error::TagNotFound { .. }), "{err:?}");
-    assert!(err.to_string().contains("refresh()"), "{err}");
-    let id = eventually(10, || b.next_id_now(&t3).ok());
+    // Never waits: the first call starts the lookup and says the tag is not known yet,
+    // unless the lookup (on the runtime's threads) already answered before this thread
+    // read its answer: on a loaded machine it may, and then the id comes at once.
+    let id = match b.next_id_now(&t3) {
+        Ok(id) => id,
+        Err(err) => {
+            assert!(matches!(err, Error::TagNotFound { .. }), "{err:?}");
+            assert!(err.to_string().contains("refresh()"), "{err}");
+            eventually(10, || b.next_id_now(&t3).ok())
+        }
+    };
     assert_eq!(id, 1100);
     // The handle's never-waiting twin behaves the same.
     let t4 = fresh_tag("other4");
     create(&a, &t4, 1000, 100);
-    assert!(matches!(b.tag_now(&t4), Err(Error::TagNotFound { .. })));
+    if let Err(err) = b.tag_now(&t4) {
+        assert!(matches!(err, Error::TagNotFound { .. }), "{err:?}");
+    }
     let h = eventually(10, || b.tag_now(&t4).ok());
     assert_eq!(eventually(10, || h.next_id_now().ok()), 1100);
 }

@@ -214,7 +214,7 @@ mod tests {
         let id = unique();
         let a = IdentityLock::try_claim(&id).unwrap().expect("free");
         assert!(IdentityLock::try_claim(&id).unwrap().is_none());
-        assert_eq!(holder_pid(&id), Some(std::process::id()));
+        assert_eq!(holder_found(&id), Some(std::process::id()));
         assert!(IdentityLock::try_claim(&format!("{id}x"))
             .unwrap()
             .is_some());
@@ -233,6 +233,17 @@ mod tests {
 
     /// Issue 20: a Chinese identity over 100 bytes (but under 60 characters) was cut by
     /// characters, the address did not fit `sun_path`, and `bind` failed with EINVAL.
+    /// [`holder_pid`] is best effort (a scan of /proc while other tests' threads open,
+    /// close and fork descriptors): found within a few tries (CI missed it once in one).
+    fn holder_found(id: &str) -> Option<u32> {
+        (0..5).find_map(|_| {
+            holder_pid(id).or_else(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                None
+            })
+        })
+    }
+
     #[test]
     fn a_long_multi_byte_identity_is_cut_by_bytes_and_claimed() {
         let base = format!(
@@ -248,7 +259,7 @@ mod tests {
         assert!(address(&id).len() <= MAX_ADDRESS, "{}", address(&id).len());
         let a = IdentityLock::try_claim(&id).unwrap().expect("free");
         assert!(IdentityLock::try_claim(&id).unwrap().is_none());
-        assert_eq!(holder_pid(&id), Some(std::process::id()));
+        assert_eq!(holder_found(&id), Some(std::process::id()));
         // Two identities that share the kept prefix stay two (the hash).
         let b = IdentityLock::try_claim(&format!("{id}二")).unwrap();
         assert!(b.is_some());

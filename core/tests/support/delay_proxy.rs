@@ -47,6 +47,12 @@ impl DelayProxy {
                 let Ok((client, _)) = listener.accept().await else {
                     return;
                 };
+                // The era is read before `down`, and `set_down` stores `down` before it
+                // moves the era: a connection accepted as `set_down` runs is either
+                // refused here or carries the old era and is dropped at its first byte.
+                // (Read after the upstream connect, a connection accepted just before
+                // `set_down` got the new era and served on while the proxy was "down".)
+                let era = p.era.load(Ordering::SeqCst);
                 if p.down.load(Ordering::SeqCst) {
                     drop(client);
                     continue;
@@ -57,7 +63,6 @@ impl DelayProxy {
                     let Ok(server) = TcpStream::connect(&upstream).await else {
                         return;
                     };
-                    let era = p.era.load(Ordering::SeqCst);
                     let (cr, cw) = client.into_split();
                     let (sr, sw) = server.into_split();
                     tokio::select! {
@@ -87,10 +92,10 @@ impl DelayProxy {
     /// `true`: drop open connections and refuse new ones; `false`: serve again.
     #[allow(dead_code)] // not every test binary that includes this file refuses
     pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
         if down {
             self.era.fetch_add(1, Ordering::SeqCst);
         }
-        self.down.store(down, Ordering::SeqCst);
     }
 }
 

@@ -48,6 +48,7 @@ use crate::runtime;
 
 mod builder;
 mod close;
+mod lead;
 mod session;
 mod settings;
 mod slow;
@@ -56,8 +57,8 @@ mod stats;
 
 pub use builder::SnowflakeBuilder;
 pub use settings::{
-    DEFAULT_CLOSE_WAIT, DEFAULT_MAX_SKEW, MAX_ASYNC_WAIT, MAX_BACKWARD, MAX_HEARTBEAT,
-    MAX_LOOKAHEAD,
+    DEFAULT_CLOSE_WAIT, DEFAULT_LOOKAHEAD, DEFAULT_MAX_SKEW, MAX_ASYNC_WAIT, MAX_BACKWARD,
+    MAX_HEARTBEAT, MAX_LOOKAHEAD,
 };
 pub use stats::{LeaseStatus, SnowflakeStats};
 

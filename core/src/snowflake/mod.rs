@@ -41,7 +41,8 @@ mod word;
 
 pub use generator::{
     LeaseStatus, SnowflakeBuilder, SnowflakeGenerator, SnowflakeStats, DEFAULT_CLOSE_WAIT,
-    DEFAULT_MAX_SKEW, MAX_ASYNC_WAIT, MAX_BACKWARD, MAX_HEARTBEAT, MAX_LOOKAHEAD,
+    DEFAULT_LOOKAHEAD, DEFAULT_MAX_SKEW, MAX_ASYNC_WAIT, MAX_BACKWARD, MAX_HEARTBEAT,
+    MAX_LOOKAHEAD,
 };
 pub use layout::{decode, DecodedId, Layout, JS_SAFE_BITS, LEAF_EPOCH_MS};
 pub use registry::RegistryConfig;

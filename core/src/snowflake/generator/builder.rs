@@ -10,7 +10,8 @@ use super::super::layout::Layout;
 use super::super::registry::{default_cache_dir, RegistryConfig, WorkerRegistry};
 use super::session::start_session;
 use super::settings::{
-    Settings, Source, DEFAULT_MAX_SKEW, MAX_BACKWARD, MAX_HEARTBEAT, MAX_LOOKAHEAD,
+    Settings, Source, DEFAULT_LOOKAHEAD, DEFAULT_MAX_SKEW, MAX_BACKWARD, MAX_HEARTBEAT,
+    MAX_LOOKAHEAD,
 };
 use super::state::Core;
 use super::{Handle, SnowflakeGenerator};
@@ -20,8 +21,9 @@ use crate::runtime;
 
 /// Builds a [`SnowflakeGenerator`]. Defaults: Leaf's layout, the system clock, the
 /// cache directory of `default_cache_dir()`, a 5 ms backward step waited out, a
-/// heartbeat every 3 s persisting a bound 6 s ahead, and up to 10 s of waiting at
-/// start-up for a clock that is behind the worker's floor.
+/// heartbeat every 3 s persisting a bound [`DEFAULT_LOOKAHEAD`] (65 s) ahead, so issuing
+/// rides through a registry outage of a minute, and a clock at most 10 s further behind a
+/// worker's recorded floor than the lookahead and the allowed skew.
 #[derive(Debug, Clone)]
 pub struct SnowflakeBuilder {
     registry: Option<Source>,
@@ -103,16 +105,22 @@ impl SnowflakeBuilder {
         self
     }
 
-    /// How far ahead of the clock each persisted bound reaches (default twice the
-    /// heartbeat). Issuing continues through a registry outage this long; a restart
-    /// after a crash waits at most this long for its own old bound.
+    /// How far ahead of the clock each persisted bound reaches (default
+    /// [`DEFAULT_LOOKAHEAD`], 65 s, or twice a longer heartbeat). Issuing continues
+    /// through a registry outage this long, less at most one heartbeat. The price: a
+    /// holder that takes over an id after a crash starts above the last bound, so its
+    /// ids' time part leads the clock by up to this much (plus `max_skew` and 1 s for an
+    /// id with no record) for twice that long; nothing waits for it. Holders of one
+    /// identity must share it, as they share `max_skew` (fence rule 5).
     pub fn lookahead(mut self, ahead: Duration) -> Self {
         self.lookahead = Some(ahead);
         self
     }
 
-    /// How long start-up waits for a clock that is behind the worker's floor before
-    /// failing with `ClockBehindRegistry` (default 10 s).
+    /// How far the clock may be behind a worker's recorded floor beyond the lookahead
+    /// and the allowed skew (a floor's usual lead) before start-up fails with
+    /// `ClockBehindRegistry` (default 10 s). Start-up never waits for the clock: ids
+    /// start above the floor at once (see [`lookahead`](Self::lookahead)).
     pub fn startup_wait(mut self, wait: Duration) -> Self {
         self.startup_wait = wait;
         self
@@ -145,12 +153,11 @@ impl SnowflakeBuilder {
                 self.heartbeat
             )));
         }
-        // Upper limits keep a crashed holder's bound from locking its worker id out for
-        // long: a new holder of the id waits until the clock passes that bound.
+        // Upper limits keep a crashed holder's bound from leading the clock by much:
+        // the next holder's ids start above it.
         if self.heartbeat > MAX_HEARTBEAT {
             return Err(Error::InvalidConfig(format!(
-                "heartbeat {:?} is above {MAX_HEARTBEAT:?}; a crashed holder's bound (twice the heartbeat \
-                 ahead of the clock) would keep its worker id unusable that long; Leaf uses 3 s",
+                "heartbeat {:?} is above {MAX_HEARTBEAT:?}; Leaf uses 3 s",
                 self.heartbeat
             )));
         }
@@ -161,11 +168,13 @@ impl SnowflakeBuilder {
                 self.max_backward
             )));
         }
-        let lookahead = self.lookahead.unwrap_or(self.heartbeat * 2);
+        let lookahead = self
+            .lookahead
+            .unwrap_or(DEFAULT_LOOKAHEAD.max(self.heartbeat * 2));
         if lookahead > MAX_LOOKAHEAD {
             return Err(Error::InvalidConfig(format!(
-                "lookahead {lookahead:?} is above {MAX_LOOKAHEAD:?}; after a crash the worker id stays \
-                 unusable until the clock passes the last bound, so keep it short (default: twice the heartbeat)"
+                "lookahead {lookahead:?} is above {MAX_LOOKAHEAD:?}: the next holder of the worker id starts \
+                 above the last bound, so its ids would lead the clock that far (default 65 s)"
             )));
         }
         if self.max_skew < Duration::from_millis(10) || self.max_skew > Duration::from_secs(3600) {

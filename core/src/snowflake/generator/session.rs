@@ -17,9 +17,7 @@ use super::super::registry::{
 use super::super::word::OPENING_LIMIT;
 use super::close;
 use super::settings::Source;
-use super::state::{
-    bounded, skew_of, Core, LeaseState, Session, REGISTRY_CALL_LIMIT, SKEW_SLACK_MS,
-};
+use super::state::{bounded, skew_of, Core, LeaseState, Session, REGISTRY_CALL_LIMIT};
 use crate::error::{Error, Result};
 use crate::runtime;
 
@@ -35,15 +33,15 @@ fn skew_error(reading: &ClockReading, max_skew_ms: i64) -> Option<Error> {
     (skew.abs() > max_skew_ms).then(|| skew_of(skew, max_skew_ms, reading.source.clone()))
 }
 
-/// Fence rule 5 across clocks: the floor of a lease that has no trusted record of its
-/// last holder ([`Lease::floor_recorded`] false: a new record, or one deleted, wiped or
-/// restored without it), from the registry's clock `reading`. The registry waited until any
-/// earlier holder had stopped, but that holder issued by its own clock, which the skew
-/// check let run up to `max_skew + 1 s` ahead of the registry's: a host 4 s ahead and
-/// one 4 s behind both pass a 5 s limit and are 8 s apart. So the first id comes after
-/// the registry's clock now plus that much (holders of one identity are assumed to share
-/// `max_skew`, as they share a configuration). `None` for a recorded floor or a registry
-/// without a clock.
+/// Fence rule 5: the floor of a lease that has no trusted record of its last holder
+/// ([`Lease::floor_recorded`] false: a new record, or one deleted, wiped or restored
+/// without it), from the registry's clock `reading`: that clock plus the reach
+/// ([`Core::reach_ms`]). Every bound any holder of the identity wrote before this reading
+/// is at most the registry's clock at its write plus the reach (`Core::capped`), and
+/// every write after it fails (rule 1), so the first id here is above every id an
+/// earlier holder issued or may still issue, cut off or not; nothing waits for the
+/// clock to get there (`lead.rs`). `None` for a recorded floor or a registry without a
+/// clock.
 fn unrecorded_floor(core: &Core, lease: &Lease, reading: Option<&ClockReading>) -> Option<i64> {
     if lease.floor_recorded {
         return None;
@@ -56,7 +54,7 @@ fn unrecorded_floor(core: &Core, lease: &Lease, reading: Option<&ClockReading>) 
     Some(
         r.registry_ms
             .saturating_add(age)
-            .saturating_add(core.settings.max_skew_ms + SKEW_SLACK_MS),
+            .saturating_add(core.reach_ms()),
     )
 }
 
@@ -227,10 +225,10 @@ fn claim_identity(identity: &str) -> Result<IdentityLock> {
 }
 
 /// Works out the floor for `lease` (its own, the cache file's, and `skew_floor` from
-/// [`unrecorded_floor`]) and waits for the clock to pass it. A recorded floor the clock
-/// is behind by more than the start-up wait is `ClockBehindRegistry`; the skew floor's
-/// wait is at most twice the allowed skew plus 1 s, which the skew check bounds.
-/// Returns the floor.
+/// [`unrecorded_floor`]) and moves the generator's clock to it: the first id comes at
+/// once, above the floor, and the ids' time part leads the wall clock until it catches
+/// up (`lead.rs`). A recorded floor ahead of the clock by more than the reach plus the
+/// start-up allowance is a clock set back, `ClockBehindRegistry`. Returns the floor.
 async fn hold(
     core: &Arc<Core>,
     cache: &WorkerCache,
@@ -244,46 +242,32 @@ async fn hold(
     })
     .await
     .map_err(Error::registry)??;
-    let mut floor = lease.floor_ms;
+    let mut recorded = lease.floor_ms;
     if let Some(entry) = cached.filter(|e| e.worker_id == lease.worker_id) {
-        floor = floor.max(entry.bound_ms);
+        recorded = recorded.max(entry.bound_ms);
     }
-    let recorded = floor;
-    let floor = floor.max(skew_floor.unwrap_or(i64::MIN));
-    let mut waited = 0i64;
-    loop {
-        let now = core.clock.now_millis();
-        if now > floor {
-            return Ok(floor);
-        }
-        if now <= recorded && waited + (recorded - now + 1) > core.settings.startup_wait_ms {
-            return Err(Error::ClockBehindRegistry {
-                worker_id: lease.worker_id,
-                last_ms: recorded,
-                behind_ms: recorded - now,
-            });
-        }
-        let gap = floor - now + 1;
-        if now <= recorded {
-            tracing::info!(
-                worker_id = lease.worker_id,
-                wait_ms = gap,
-                "clock is behind the worker's floor; waiting"
-            );
-        } else {
-            tracing::info!(
-                worker_id = lease.worker_id,
-                wait_ms = gap,
-                "no record of this worker id's last holder: waiting until the registry's clock \
-                 plus the allowed skew has passed (fence rule 5; a smaller max_skew waits less)"
-            );
-        }
-        let clock = core.clock.clone();
-        tokio::task::spawn_blocking(move || clock.sleep_millis(gap as u64))
-            .await
-            .map_err(Error::registry)?;
-        waited += gap;
+    let now = core.clock.real_millis();
+    let behind = recorded.saturating_sub(now);
+    if behind > core.reach_ms() + core.settings.startup_wait_ms {
+        return Err(Error::ClockBehindRegistry {
+            worker_id: lease.worker_id,
+            last_ms: recorded,
+            behind_ms: behind,
+        });
     }
+    let floor = recorded.max(skew_floor.unwrap_or(i64::MIN));
+    if floor >= now {
+        tracing::info!(
+            worker_id = lease.worker_id,
+            lead_ms = floor - now + 1,
+            recorded = skew_floor.is_none(),
+            "the worker id's floor is ahead of the clock: ids start above it at once and \
+             their time part leads the clock until it catches up (at half speed)"
+        );
+    }
+    // `install` marks the floor's millisecond spent: the next id is from the one after.
+    core.clock.raise_to(floor.saturating_add(1));
+    Ok(floor)
 }
 
 /// Puts the worker id and its floor into the state word: the floor's millisecond with
@@ -322,6 +306,7 @@ pub(super) async fn persist_locked(
     if core.closed.load(Ordering::Acquire) {
         return Err(Error::Closed);
     }
+    let bound = core.capped(bound);
     if bound <= st.persisted {
         return Ok(());
     }
@@ -397,7 +382,7 @@ pub(super) async fn persist_locked(
 
 /// Persists a bound every heartbeat; re-acquires a worker id after a lost lease.
 async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
-    let mut wait = core.settings.heartbeat;
+    let mut wait = until_room_half_used(&core);
     let mut retry = REACQUIRE_FIRST_RETRY;
     loop {
         tokio::select! {
@@ -413,7 +398,10 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
         }
         if core.limit.get() == i64::MIN {
             match reacquire(&core, &session).await {
-                Ok(()) => retry = REACQUIRE_FIRST_RETRY,
+                Ok(()) => {
+                    retry = REACQUIRE_FIRST_RETRY;
+                    wait = until_room_half_used(&core);
+                }
                 Err(e) => {
                     // Soon at first, then backing off; the jitter spreads a fleet's
                     // retries so a registry coming back is not hit all at once.
@@ -430,7 +418,20 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
             tracing::warn!(error = %e, "heartbeat could not persist a time bound");
         }
         core.note_persist(&result);
+        if result.is_ok() {
+            wait = until_room_half_used(&core);
+        }
     }
+}
+
+/// When the next persist is due after a successful one: a heartbeat later, or sooner
+/// while the clock leads (`lead.rs`) and the bound may reach only a little past it
+/// (`Core::capped`): once half the room is used, so callers keep finding the gate
+/// open. The clock leads at half speed, so `room` clock ms last `2 × room` real ms.
+fn until_room_half_used(core: &Core) -> Duration {
+    let room = core.limit.get().saturating_sub(core.clock.now_millis());
+    let soon = Duration::from_millis(room.clamp(2, i64::from(u32::MAX)) as u64);
+    core.settings.heartbeat.min(soon)
 }
 
 /// After a registry reported the lease lost: takes a (possibly different) worker id

@@ -54,5 +54,9 @@ pub const MAX_ASYNC_WAIT: Duration = Duration::from_secs(10);
 pub const MAX_HEARTBEAT: Duration = Duration::from_secs(60);
 /// The largest backward clock step waited out: the caller waits twice the step.
 pub const MAX_BACKWARD: Duration = Duration::from_secs(1);
-/// The longest lookahead accepted (a crashed holder's id is unusable at most this long).
+/// The default lookahead: a registry outage of a minute is ridden through (the bound
+/// persisted before it reaches 65 s ahead, less at most one 3 s heartbeat).
+pub const DEFAULT_LOOKAHEAD: Duration = Duration::from_secs(65);
+/// The longest lookahead accepted (the next holder's ids lead the clock at most this
+/// much, plus the skew, after a crash).
 pub const MAX_LOOKAHEAD: Duration = Duration::from_secs(300);

@@ -169,7 +169,13 @@ impl Core {
     /// A backward step from `last` to `ts` (both relative to the epoch): its size when
     /// it may be waited out (twice the offset, as Leaf), else `ClockMovedBackwards`.
     fn backward_waitable(&self, last: i64, ts: i64, wait: Wait) -> Result<i64> {
-        let offset = last - ts;
+        // A fresh reading first: the clock may have been moved to a new floor (`lead.rs`)
+        // after the fast path read it, while the worker id was installed.
+        let ts = ts.max(self.clock.now_millis() - self.shape.epoch_ms);
+        let offset = (last - ts).max(0);
+        if offset == 0 {
+            return Ok(0);
+        }
         self.note_backward(offset);
         let limit = match wait {
             Wait::Block => self.settings.max_backward_ms,

@@ -14,6 +14,7 @@ use super::super::layout::Layout;
 use super::super::registry::identity_lock::IdentityLock;
 use super::super::registry::{IssueLimit, Lease, LocalRegistry, WorkerCache, WorkerRegistry};
 use super::super::word::{self, Shape, StateWord};
+use super::lead::LeadClock;
 use super::settings::Settings;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -123,7 +124,8 @@ pub(super) struct LeaseState {
 
 pub(super) struct Core {
     pub(super) layout: Layout,
-    pub(super) clock: Arc<dyn Clock>,
+    /// The real clock, or ahead of it while a floor is (`lead.rs`); what ids are stamped with.
+    pub(super) clock: LeadClock,
     pub(super) settings: Settings,
     /// The last id issued (or a marker: the floor's millisecond with the sequence full).
     pub(super) state: StateWord,
@@ -172,7 +174,7 @@ pub(super) struct Core {
 impl Core {
     pub(super) fn new(layout: Layout, clock: Arc<dyn Clock>, settings: Settings) -> Core {
         Core {
-            clock,
+            clock: LeadClock::new(clock),
             settings,
             state: StateWord::new(0),
             limit: IssueLimit::closed(),
@@ -259,12 +261,38 @@ impl Core {
             .store(Some(Arc::new((reading.registry_ms, at))));
     }
 
+    /// Fence rule 5: how far ahead of the registry's clock any bound of this identity may
+    /// reach: the lookahead a holder's clock adds, plus the skew its clock may have from
+    /// the registry's, plus the slack of a reading. A newcomer that finds no recorded
+    /// floor starts this far ahead of the registry's clock (`session.rs`).
+    pub(super) fn reach_ms(&self) -> i64 {
+        self.settings.lookahead_ms + self.settings.max_skew_ms + SKEW_SLACK_MS
+    }
+
+    /// The registry's clock now, from the last reading carried forward by the monotonic
+    /// clock: never ahead of the registry's own (its stamp was taken before the reading
+    /// came back). `None` before any reading, or for a registry without a clock.
+    pub(super) fn registry_now_ms(&self) -> Option<i64> {
+        let reference = self.clock_ref.load_full()?;
+        let (registry_ms, at) = *reference;
+        Some(registry_ms.saturating_add(at.elapsed().as_millis() as i64))
+    }
+
+    /// Fence rule 5: `bound`, but never beyond the registry's clock plus the reach. A
+    /// holder in step with the registry never meets this cap (its clock is within the
+    /// skew); one whose clock leads (`lead.rs`) does, so no bound it writes is beyond
+    /// what a newcomer without a record starts above.
+    pub(super) fn capped(&self, bound: i64) -> i64 {
+        match self.registry_now_ms() {
+            Some(registry_now) => bound.min(registry_now.saturating_add(self.reach_ms())),
+            None => bound,
+        }
+    }
+
     /// `ClockSkew` when the local clock is off the registry's clock of the last reading,
     /// carried forward by the monotonic clock, by more than the allowed skew.
     pub(super) fn jumped_clock(&self) -> Option<Error> {
-        let reference = self.clock_ref.load_full()?;
-        let (registry_ms, at) = *reference;
-        let expected = registry_ms.saturating_add(at.elapsed().as_millis() as i64);
+        let expected = self.registry_now_ms()?;
         let skew = super::super::registry::system_now_ms() - expected;
         let allowed = self.settings.max_skew_ms + SKEW_SLACK_MS;
         (skew.abs() > allowed).then(|| {

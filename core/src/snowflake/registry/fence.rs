@@ -28,38 +28,53 @@
 //!    ahead of the clock. A Java server reading a future value there does not stop; it
 //!    falls back to its local `workerID.properties` and never writes again, which would
 //!    make it invisible.
-//! 5. **A holder out of touch stops.** Rules 1 to 3 rest on records an operator may wipe
-//!    (`deleteall /snowflake/{name}`, a database restored from an older dump): a
-//!    newcomer that then finds no record has no floor, and a holder whose connection is
-//!    down cannot see the wipe. So a holder that has not heard from its registry for
-//!    its out-of-touch time suspends issuing
-//!    ([`IssueLimit::suspend`](super::IssueLimit::suspend): the limit is lowered to the
-//!    clock, the lease is kept) until contact is back and the next bound is persisted. ZooKeeper registries use their client's own detection: `Disconnected`
-//!    after [`zookeeper_out_of_touch`] (2/5 of the session timeout) without a word from
-//!    the server; MySQL uses [`OUT_OF_TOUCH`] without a successful poll or renew. And a
-//!    newcomer whose floor record is missing (no node, no row, no pool record) watches
-//!    for [`unfloored_watch`] before its first id: by then every holder that cannot see
-//!    the wipe has stopped, and a connected holder has seen it (a ZooKeeper watch, a
-//!    MySQL poll) and stopped at once. That holder issued by its own clock, up to the
-//!    allowed skew ahead of the registry's, so the generator then floors the lease (its
-//!    `floor_ms` is `i64::MIN`) at the registry's clock plus `max_skew` plus 1 s and
-//!    waits for it before the first id (`generator/session.rs`). Which floors count as
-//!    recorded is decided once, by [`floor_recorded`]: a foreign field never, and leafid's
-//!    own bound only when it is at least the foreign field beside it (otherwise a
-//!    foreign server used the identity after leafid's bound, and issued past its own
-//!    stamp by its own clock).
+//! 5. **Every bound within reach of the registry's clock; a newcomer with no record
+//!    starts beyond it.** Rules 1 to 3 rest on records an operator may wipe
+//!    (`deleteall /snowflake/{name}`, a database restored from an older dump), and a
+//!    holder cut off from its registry cannot see the wipe. So the generator never
+//!    persists a bound beyond the registry's clock (its last reading, carried forward by
+//!    the monotonic clock, which never runs ahead of the registry's own) plus the
+//!    **reach**: its lookahead + its `max_skew` + 1 s (`Core::capped`). A holder in step
+//!    with the registry never meets that cap: its clock is within the skew, checked
+//!    before every write. A newcomer whose floor is not recorded (see [`floor_recorded`])
+//!    floors the lease at the registry's clock, read after it found the record missing,
+//!    plus the reach (`generator/session.rs`). Every bound written before that reading is
+//!    below the floor, and every write after it fails by rule 1 (the record the holder
+//!    last wrote is gone or is the newcomer's), so every id the newcomer issues is above
+//!    every id an earlier holder issued or may still issue up to its persisted bound.
+//!    Hence **a holder out of touch keeps issuing** up to the bound its registry holds
+//!    (the lookahead: 65 s by default, less one heartbeat) and stops there, and **no
+//!    newcomer waits**: neither for cut-off holders to stop nor for the clock to pass
+//!    its floor. The generator's clock starts at the floor and runs at half speed until
+//!    the real clock catches up (`generator/lead.rs`); the ids' time part leads the wall
+//!    clock by at most the reach, for at most twice that. Holders of one identity must
+//!    share `lookahead` and `max_skew` (they share a configuration); a registry without
+//!    a clock of its own (`local`, `fixed`, `statefulset`) holds its records on the
+//!    host that issues, where no other host can take them over.
 //!
-//! Nor this: a record the registry trusts (a ZooKeeper node, a lease row with a leafid
-//! bound) restored from a backup taken while its holder ran, holding an older bound,
-//! with the next holder's clock behind the last one's by more than the takeover watch.
+//!    This replaces an earlier rule 5 (a holder out of touch for 2/5 of its session
+//!    stopped, and a newcomer without a record watched 3.5 s, then waited out the
+//!    skew): that made every registry outage past 2 s an id outage and cost every new
+//!    id 9.6 s. It also closes what that rule admitted: a holder frozen (SIGSTOP, a
+//!    paused VM) across a wipe of every record of its bound wakes up able to issue only
+//!    up to that bound, which lies below any floor a newcomer that found nothing
+//!    started from.
+//!
+//! A newcomer watches a record before its first id only where a foreign server (Java
+//! Leaf, the fork) can be live on the identity and still unseen (rule 3): never on
+//! leafid's own layouts (`zookeeper-recycle`, the pools, `postgres://?port=`), and at
+//! most [`TAKEOVER_WATCH_AFTER_RELEASE`] where it can have started since the last write.
+//! A newcomer on a host-bound identity (`zookeeper://`, `?port=`) that holds the host's
+//! identity lock knows the identity's previous leafid holder on this host is gone, and
+//! takes its lease at once instead of waiting for its session or lease to expire.
+//!
+//! What no rule closes: a record the registry trusts (a ZooKeeper node, a lease row with
+//! a leafid bound) restored from a backup taken while its holder ran, holding an older
+//! bound than that holder went on to write. A newcomer floors at the older bound; the
+//! holder, if it still runs (or is cut off, up to its persisted bound), issues above it.
 //! Nothing in a restored record tells it from a current one; `docs/registries.md`
-//! ("A missing record and clocks apart") says what to do.
-//!
-//! What no rule closes: a holder frozen (SIGSTOP, a VM paused) across a wipe of every
-//! record that holds its bound can, on waking, issue up to that bound before its watch,
-//! poll or out-of-touch timer runs, while a newcomer that found nothing issues from the
-//! clock. Nothing outside the frozen process remembers the bound, so no protocol on the
-//! newcomer's side can wait for it; there is deliberately no test claiming otherwise.
+//! ("A missing record and clocks apart") says what to do: stop the fleet of that name
+//! first, or restore without the registry's records (then rule 5 holds).
 //!
 //! Where a foreign writer cannot be detected at all, the registry refuses the
 //! configuration and says why instead of hoping.

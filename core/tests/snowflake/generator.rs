@@ -327,12 +327,43 @@ fn startup_waits_for_a_clock_slightly_behind_the_cached_bound() {
 }
 
 #[test]
+fn a_floor_ahead_of_the_clock_gives_the_first_id_at_once_and_the_ids_catch_up_at_half_speed() {
+    let dir = tempfile::tempdir().unwrap();
+    WorkerCache::new(dir.path(), "fixed-19")
+        .write(CacheEntry {
+            worker_id: 19,
+            bound_ms: T + 4_000,
+        })
+        .unwrap();
+    // A manual clock moves only when told or when the generator sleeps on it: start-up
+    // used to sleep it past the floor (4 s); now nothing sleeps.
+    let clock = ManualClock::new(T);
+    let gen = fixed(19, &clock, dir.path());
+    let first = gen.next_id().unwrap();
+    assert_eq!(
+        leafid::Clock::now_millis(&*clock),
+        T,
+        "start-up waited for the clock"
+    );
+    assert_eq!(gen.decode(first).timestamp_ms, T + 4_001);
+    clock.advance(2_000);
+    let later = gen.next_id().unwrap();
+    assert!(later > first);
+    assert_eq!(gen.decode(later).timestamp_ms, T + 4_001 + 1_000);
+    // Caught up after twice the lead: the real clock again.
+    clock.advance(7_000);
+    let caught = gen.next_id().unwrap();
+    assert_eq!(gen.decode(caught).timestamp_ms, T + 9_000);
+    gen.close();
+}
+
+#[test]
 fn startup_refuses_a_clock_far_behind_the_cached_bound() {
     let dir = tempfile::tempdir().unwrap();
     WorkerCache::new(dir.path(), "fixed-18")
         .write(CacheEntry {
             worker_id: 18,
-            bound_ms: T + 20_000,
+            bound_ms: T + 90_000,
         })
         .unwrap();
     let clock = ManualClock::new(T);
@@ -348,11 +379,13 @@ fn startup_refuses_a_clock_far_behind_the_cached_bound() {
             last_ms,
             behind_ms,
         } => {
-            assert_eq!((worker_id, last_ms, behind_ms), (18, T + 20_000, 20_000));
+            assert_eq!((worker_id, last_ms, behind_ms), (18, T + 90_000, 90_000));
         }
         other => panic!("expected ClockBehindRegistry, got {other:?}"),
     }
-    // A longer start-up wait lets it through.
+    // A bound's usual lead is the lookahead (65 s) plus the skew (5 s) and 1 s; 90 s is
+    // a clock set back. A longer start-up allowance lets it through, and the first id is
+    // above the bound at once (the clock leads), with no wait.
     let gen = SnowflakeGenerator::builder()
         .registry(RegistryConfig::Fixed(18))
         .clock(clock.clone())
@@ -360,7 +393,7 @@ fn startup_refuses_a_clock_far_behind_the_cached_bound() {
         .startup_wait(Duration::from_secs(30))
         .build_blocking()
         .unwrap();
-    assert!(gen.decode(gen.next_id().unwrap()).timestamp_ms > T + 20_000);
+    assert!(gen.decode(gen.next_id().unwrap()).timestamp_ms > T + 90_000);
 }
 
 #[test]

@@ -102,6 +102,10 @@ mod review_rev2;
 #[cfg(all(feature = "mysql", feature = "postgres"))]
 mod least_privilege;
 
+/// Issue 30: a restart while the registry is down, from the cache file.
+#[cfg(any(feature = "zookeeper", feature = "mysql"))]
+mod restart_in_outage;
+
 /// Issue 28: ZooKeeper connect strings with IPv6 literal hosts (`[::1]`).
 #[cfg(feature = "zookeeper")]
 mod ipv6_hosts;

@@ -533,6 +533,15 @@ async fn catch_up_once(core: Arc<Core>) -> Result<()> {
     // after the write: a registry slower than the lookahead would otherwise persist
     // bounds already in the past and bring every caller back here, one round trip
     // after another.
+    // A clock that leads by the whole reach (`Core::capped`) waits the millisecond or two
+    // the registry's clock needs to let a bound reach past it.
+    let wait = core.until_cap_reaches(now + 1);
+    let now = if wait.is_zero() {
+        now
+    } else {
+        tokio::time::sleep(wait).await;
+        core.clock.now_millis()
+    };
     let mut result =
         persist_locked(&core, &session, &mut st, now + core.settings.lookahead_ms).await;
     if result.is_ok() && core.limit.get() < core.clock.now_millis() {

@@ -114,6 +114,13 @@ pub(super) struct Session {
     pub(super) attempts: std::sync::atomic::AtomicU64,
     /// A background catch-up is under way (`next_id_now` starts at most one).
     pub(super) catching_up: AtomicBool,
+    /// Started from the cache file while the registry was down, on an identity that is
+    /// this host's own ([`RegistryConfig::starts_from_cache_in_outage`]): bounds go to the
+    /// cache file alone, and each heartbeat tries to acquire the lease for real
+    /// (`session::adopt`).
+    ///
+    /// [`RegistryConfig::starts_from_cache_in_outage`]: super::super::registry::RegistryConfig::starts_from_cache_in_outage
+    pub(super) provisional: AtomicBool,
 }
 
 pub(super) struct LeaseState {
@@ -287,6 +294,14 @@ impl Core {
             Some(registry_now) => bound.min(registry_now.saturating_add(self.reach_ms())),
             None => bound,
         }
+    }
+
+    /// How long until [`capped`](Self::capped) lets a bound reach `ms`: zero unless the
+    /// generator's clock leads by the whole reach (a floor with no record, `session.rs`),
+    /// when the registry's clock must move a millisecond or two first.
+    pub(super) fn until_cap_reaches(&self, ms: i64) -> Duration {
+        let short = ms.saturating_sub(self.capped(ms));
+        Duration::from_millis(short.clamp(0, 1_000) as u64)
     }
 
     /// `ClockSkew` when the local clock is off the registry's clock of the last reading,

@@ -4,8 +4,6 @@
 //! database's clock, an insert races on the primary key `(pool, worker_id)` (and, for
 //! identities, the unique key `(pool, identity)`); a lost race reads the pool again.
 
-use std::time::Duration;
-
 use super::rows::{Slot, Taker};
 use super::{Claim, PoolRegistry, FIRST_TERM};
 use crate::error::{Error, Result};
@@ -18,12 +16,10 @@ const ATTEMPTS: usize = 32;
 /// How many live holders an exhaustion error names.
 const NAMED: usize = 8;
 
-/// A row taken: its worker id, the bound its last holder left (the floor), and how long
-/// to watch it before the first id.
+/// A row taken: its worker id and the bound its last holder left (the floor).
 pub(super) struct Taken {
     pub(super) worker_id: u32,
     pub(super) bound_ms: Option<i64>,
-    pub(super) watch: Duration,
 }
 
 /// What one reading of the pool decided.
@@ -97,19 +93,13 @@ impl PoolRegistry {
                     ))
                 }
             };
-            // Rule 5: no bound recorded (a new row, or one an operator rewrote) means no
-            // floor: wait until any holder that cannot see its row is gone has stopped.
-            // A row with a floor may still come from a restored dump while its real
-            // holder is cut off: wait out that holder's out-of-touch time.
-            let watch = match bound_ms {
-                None => fence::unfloored_watch(fence::OUT_OF_TOUCH),
-                Some(_) => fence::released_watch(fence::OUT_OF_TOUCH),
-            };
+            // Rule 5: no bound recorded (a new row, or one an operator rewrote) is an
+            // unrecorded floor, which the generator puts above every bound any holder
+            // can have written; nothing waits here.
             tracing::info!(worker_id = id, pool = %self.shown(), floor = bound_ms, "worker id leased");
             return Ok(Taken {
                 worker_id: id as u32,
                 bound_ms,
-                watch,
             });
         }
         Err(Error::registry(format!(
@@ -156,7 +146,6 @@ impl PoolRegistry {
                 }
             }
             Claim::Any { .. } => {
-                // A row with a floor first: its watch is shorter than a new row's.
                 let free: Vec<&Slot> = slots
                     .iter()
                     .filter(|s| s.in_pool(size) && s.free(now))
@@ -199,8 +188,10 @@ impl PoolRegistry {
         Error::WorkerIdExhausted {
             pool: format!(
                 "{} (pool size {size}; live holders: {named}; a holder that died frees its id \
-                 once its lease and its last bound have passed; raise ?pool_size= or stop a holder)",
-                self.shown()
+                 once its lease has passed, {} s after its last renew at most; raise ?pool_size= \
+                 or stop a holder)",
+                self.shown(),
+                super::LEASE_TERM.as_secs()
             ),
             size,
         }
@@ -222,5 +213,5 @@ fn live_holder(s: &Slot, now: i64) -> String {
 /// crash): an identity's restart takes its row at once, the floor still its last bound.
 fn holder_dead(s: &Slot) -> bool {
     !s.holder.is_empty()
-        && serde_json::from_str::<Holder>(&s.holder_info).is_ok_and(|h| h.exited_here())
+        && serde_json::from_str::<Holder>(&s.holder_info).is_ok_and(|h| super::dead_here(&h))
 }

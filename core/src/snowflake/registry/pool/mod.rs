@@ -9,27 +9,41 @@
 //! PostgreSQL identity registry's rows (`postgres://…?port=P`, [`super::postgres`]):
 //! there `identity` is the `ip:port` that owns the row and the pool name is empty.
 //!
-//! - **Acquire** (`acquire.rs`): a free row (released, or its lease and its last bound
-//!   both passed by the database's clock) is taken by an `UPDATE` conditional on the
-//!   holder read and on the row still being free; otherwise a missing id is inserted
-//!   (the primary key settles a race). The previous holder's bound, read once the row
-//!   is ours, is the floor: the generator never issues at or below it. Every id held:
-//!   [`Error::WorkerIdExhausted`] naming the pool size and the live holders (host,
-//!   pid, how long their leases run).
-//! - **Renew**: one `UPDATE` conditional on this holder's token extends the lease to the
-//!   new bound plus [`LEASE_GRACE`] and records the bound (fence rule 1); zero rows is
+//! - **Acquire** (`acquire.rs`): a free row (released, or its lease passed by the
+//!   database's clock) is taken by an `UPDATE` conditional on the holder read and on the
+//!   row still being free; otherwise a missing id is inserted (the primary key settles
+//!   a race). The previous holder's bound, read once the row is ours, is the floor: the
+//!   generator issues above it at once (its clock leads until the real one catches up).
+//!   Every id held: [`Error::WorkerIdExhausted`] naming the pool size and the live
+//!   holders (host, pid, how long their leases run).
+//! - **Renew**: one `UPDATE` conditional on this holder's token extends the lease to
+//!   [`LEASE_TERM`] past now and records the bound (fence rule 1); zero rows is
 //!   [`Error::LeaseLost`].
 //! - **Release**: the row's holder is cleared; its bound, the exact last timestamp of the
 //!   final renew, stays as the next holder's floor.
 //! - **Rule 2** (`watch.rs`): the holder's poll task reads its row every 250 ms and
 //!   lowers the issue limit at once when the row is deleted, names another holder or
 //!   holds a bound this holder did not write, or the table is gone.
-//! - **Rule 3 and 5**: a newcomer watches its new row before its first id: for
-//!   [`fence::unfloored_watch`] when the row has no bound (a new row, a wiped or restored
-//!   table: nothing records the last holder), else for [`fence::released_watch`] (a row
-//!   restored from a dump may show a release while its real holder, cut off, still
-//!   issues); a holder that has had no successful poll or renew for
-//!   [`fence::OUT_OF_TOUCH`] suspends issuing until it has.
+//! - **Rule 3**: no foreign server writes this table, so nothing is watched before the
+//!   first id.
+//! - **Rule 5**: a holder cut off from the database keeps issuing up to the bound the
+//!   row holds (the generator's limit) and stops there; nothing suspends it earlier. A
+//!   newcomer never waits for it: a row with a bound floors the newcomer at that bound,
+//!   and a row without one (new, or rewritten by hand, or a wiped table) floors it at the
+//!   database's clock plus the reach, above any bound a holder could have written
+//!   (`generator/session.rs`).
+//!
+//! **Why a lease may end long before its bound.** The lease only says who may write the
+//! row; what keeps ids apart is the bound, which the next holder floors at. A holder's
+//! renews are conditional on its token, and the next holder reads the bound only after
+//! its take committed, so the bound it floors at is the last one the old holder can
+//! ever have persisted, and the old holder's limit never passes that bound. So a lease
+//! runs [`LEASE_TERM`] (five 3 s heartbeats) past its last renew, or to its bound when
+//! that is nearer, and a crashed holder's id is free then, not a 65 s lookahead later.
+//! A holder whose renews stop for longer (an outage) keeps issuing to its bound
+//! meanwhile; if a newcomer took the row, its next renew finds the token gone and it
+//! re-acquires. A heartbeat longer than `LEASE_TERM` lets leases lapse between renews:
+//! still safe for the same reason, but a newcomer may then take a live holder's id.
 //!
 //! No foreign writer (Java Leaf, the fork) knows this table, so rule 4 has nothing to
 //! do here. While the database is down a holder issues only up to the last bound
@@ -71,13 +85,14 @@ pub(crate) use url::{is_pool_url, parse};
 pub use url::{Dialect, PoolConfig};
 use watch::{lock, Written};
 
-/// How long a lease outlives its holder's last bound, so a late renew keeps the id; a
-/// crashed holder's id is free this long after its bound passed.
-pub const LEASE_GRACE: Duration = Duration::from_secs(5);
+/// How long a lease runs past its holder's last renew (or to its bound, when nearer,
+/// plus a grace of 5 s): five of Leaf's 3 s heartbeats, so a late renew keeps the id,
+/// and a crashed holder's id is free this long after its last renew. The next holder
+/// floors at the bound whenever the lease ends (see the module doc).
+pub const LEASE_TERM: Duration = Duration::from_secs(15);
 
-/// How long a lease taken at acquire lasts before the first renew: longer than the
-/// takeover watch.
-const FIRST_TERM: Duration = Duration::from_secs(15);
+/// How long a lease taken at acquire lasts before the first renew.
+const FIRST_TERM: Duration = LEASE_TERM;
 
 /// How long one statement may take once sent (see `mysql::CALL_TIMEOUT`: a silent
 /// network must not hold the generator's lease state for minutes).
@@ -236,11 +251,9 @@ impl PoolRegistry {
         self.stop_poll();
         let taken = self.take(max_worker_id).await?;
         let id = taken.worker_id;
-        let watched = async {
-            self.keep_clock().await?;
-            self.watch_takeover(id, taken.bound_ms, taken.watch).await
-        };
-        if let Err(e) = watched.await {
+        // The database's clock, read after the row was found: an unrecorded floor is
+        // this reading plus the reach (rule 5). No watch: no foreign writer (rule 3).
+        if let Err(e) = self.keep_clock().await {
             self.end_lease(id).await;
             return Err(e);
         }
@@ -294,12 +307,8 @@ impl PoolRegistry {
                 "this registry does not hold the lease (released, or never taken through it)",
             ));
         };
-        // The lease lasts until the bound has passed, plus the grace.
-        let term_ms = (bound_ms - system_now_ms())
-            .max(0)
-            .saturating_add(LEASE_GRACE.as_millis() as i64);
+        let term_ms = lease_term_ms(bound_ms, system_now_ms());
         lock(&written).begin(bound_ms);
-        let sent = tokio::time::Instant::now();
         let pool = self.pool_name();
         let r = tokio::time::timeout(
             CALL_TIMEOUT,
@@ -307,7 +316,7 @@ impl PoolRegistry {
                 .renew(pool, id as i64, &self.token, term_ms, bound_ms),
         )
         .await;
-        lock(&written).end(bound_ms, sent, matches!(r, Ok(Ok(true))));
+        lock(&written).end(bound_ms, matches!(r, Ok(Ok(true))));
         match r {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => {
@@ -336,19 +345,41 @@ impl PoolRegistry {
                 )))
             }
         }
-        let took = sent.elapsed();
-        if took > fence::OUT_OF_TOUCH {
-            // Rule 5: a reply this late says nothing about now; the poll task has
-            // suspended issuing, and raising the limit on it would undo that.
-            return Err(Error::registry(format!(
-                "{}: renew answered after {} ms, more than the out-of-touch time; issuing stays \
-                 suspended until a prompt renew",
-                self.shown(),
-                took.as_millis()
-            )));
-        }
         self.keep_clock().await
     }
+}
+
+/// True when `h` was a process of this host and pid namespace that has exited
+/// ([`Holder::exited_here`]), or that has exited and not been reaped yet (a zombie
+/// still answers `kill(pid, 0)`: a supervisor that restarts a SIGKILLed child before
+/// it reaps it would otherwise be refused naming its own dead predecessor).
+pub(crate) fn dead_here(h: &super::host_lock::Holder) -> bool {
+    let here = super::host_lock::Holder::this_process();
+    h.exited_here()
+        || (h.host == here.host
+            && h.pid_space.is_some()
+            && h.pid_space == here.pid_space
+            && zombie(h.pid))
+}
+
+/// Whether process `pid` is a zombie (exited, not reaped) by `/proc/{pid}/stat`.
+fn zombie(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // "pid (comm) S ...": the name may hold spaces and parentheses; the state follows
+    // the last ')'.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "Z" || state == "X")
+}
+
+/// How long a renew at `now_ms` (this host's clock) of `bound_ms` makes the lease
+/// last: [`LEASE_TERM`], or to the bound plus 5 s when that is nearer (a short
+/// lookahead), so the next holder of a crashed holder's id waits at most that.
+pub(super) fn lease_term_ms(bound_ms: i64, now_ms: i64) -> i64 {
+    let to_bound = bound_ms.saturating_sub(now_ms).max(0).saturating_add(5_000);
+    to_bound.min(LEASE_TERM.as_millis() as i64)
 }
 
 impl WorkerRegistry for PoolRegistry {

@@ -76,7 +76,7 @@ impl Db {
             .fetch_one(self.pool())
             .await?;
         let rows = sqlx::query(
-            "SELECT worker_id, identity, holder, holder_info, expires_ms, bound_ms \
+            "SELECT worker_id, identity, holder, holder_info, expires_ms \
              FROM leafid_worker_pool WHERE pool = ? ORDER BY worker_id",
         )
         .bind(pool)
@@ -91,7 +91,6 @@ impl Db {
                     holder: r.try_get("holder")?,
                     holder_info: r.try_get("holder_info")?,
                     expires_ms: r.try_get("expires_ms")?,
-                    bound_ms: r.try_get("bound_ms")?,
                 })
             })
             .collect::<sqlx::Result<Vec<Slot>>>()?;
@@ -110,7 +109,7 @@ impl Db {
         let sql = format!(
             "UPDATE leafid_worker_pool SET holder = ?, holder_info = ?, expires_ms = {NOW_MS} + ? \
              WHERE pool = ? AND worker_id = ? AND holder = ? AND (? OR holder = '' OR \
-             (expires_ms < {NOW_MS} AND COALESCE(bound_ms, 0) < {NOW_MS}))"
+             expires_ms < {NOW_MS})"
         );
         let done = sqlx::query(sqlx::AssertSqlSafe(sql))
             .bind(t.token)

@@ -80,7 +80,7 @@ impl Db {
     pub(super) async fn list(&self, pool: &str) -> sqlx::Result<(Vec<Slot>, i64)> {
         let now = self.now_ms().await?;
         let sql = format!(
-            "SELECT worker_id, identity, holder, holder_info, expires_ms, bound_ms \
+            "SELECT worker_id, identity, holder, holder_info, expires_ms \
              FROM leafid_worker_pool WHERE pool = {} ORDER BY worker_id",
             lit(pool)?
         );
@@ -98,7 +98,6 @@ impl Db {
                     holder: r.try_get("holder")?,
                     holder_info: r.try_get("holder_info")?,
                     expires_ms: r.try_get("expires_ms")?,
-                    bound_ms: r.try_get("bound_ms")?,
                 })
             })
             .collect::<sqlx::Result<Vec<Slot>>>()?;
@@ -117,7 +116,7 @@ impl Db {
             "UPDATE leafid_worker_pool SET holder = {token}, holder_info = {info}, \
              expires_ms = {NOW_MS} + {term} WHERE pool = {pool} AND worker_id = {id} \
              AND holder = {old} AND ({force} OR holder = '' OR \
-             (expires_ms < {NOW_MS} AND COALESCE(bound_ms, 0) < {NOW_MS}))",
+             expires_ms < {NOW_MS})",
             token = lit(t.token)?,
             info = lit(t.info)?,
             term = t.term_ms,

@@ -17,17 +17,16 @@ pub(super) struct Slot {
     pub(super) holder: String,
     /// JSON of [`Holder`](crate::snowflake::registry::host_lock::Holder): host, pid.
     pub(super) holder_info: String,
-    /// When the lease ends, by the database's clock.
+    /// When the lease ends, by the database's clock (its bound, the next holder's
+    /// floor, is read once the row is taken).
     pub(super) expires_ms: i64,
-    /// The holder's last persisted bound; `None` for a row no holder renewed yet.
-    pub(super) bound_ms: Option<i64>,
 }
 
 impl Slot {
-    /// Free to take at database time `now`: released, or both its lease and its last
-    /// bound have passed.
+    /// Free to take at database time `now`: released, or its lease has passed. Its
+    /// bound may still be ahead: the taker floors at it (see `pool`'s module doc).
     pub(super) fn free(&self, now: i64) -> bool {
-        self.holder.is_empty() || (self.expires_ms < now && self.bound_ms.unwrap_or(0) < now)
+        self.holder.is_empty() || self.expires_ms < now
     }
 
     /// One of the pool's ids `0..size`: a row an operator inserted or edited outside

@@ -1,27 +1,22 @@
-//! Watching a held row (fence rules 2, 3 and 5), apart from taking and renewing it.
+//! Watching a held row (fence rule 2), apart from taking and renewing it.
 //!
-//! - [`PoolRegistry::watch_takeover`]: a newcomer reads its new row every [`POLL`] for
-//!   its takeover watch before its first id; a row that is no longer its own by then
-//!   is `LeaseLost`.
-//! - [`poll_held`]: a live holder's task on the background runtime reads its row every
-//!   [`POLL`] and lowers the generator's [`IssueLimit`] at once when the row is deleted,
-//!   names another holder, or holds a bound this holder did not write (an operator's
-//!   `DELETE` or `UPDATE`, a restored dump, a dropped table), instead of waiting for
-//!   the next renew to find it. When neither a poll nor a renew has succeeded for
-//!   [`fence::OUT_OF_TOUCH`], it suspends issuing (rule 5) until a renew succeeds.
+//! [`poll_held`]: a live holder's task on the background runtime reads its row every
+//! [`POLL`] and lowers the generator's [`IssueLimit`] at once when the row is deleted,
+//! names another holder, or holds a bound this holder did not write (an operator's
+//! `DELETE` or `UPDATE`, a restored dump, a dropped table), instead of waiting for the
+//! next renew to find it. A poll that fails or gets no answer (the database down or
+//! silent) proves nothing and changes nothing: the holder keeps issuing up to the bound
+//! the table holds (fence rule 5), and the generator's limit stops it there.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 use super::backend::Backend;
 use super::rows::Own;
-use super::{PoolRegistry, CALL_TIMEOUT};
-use crate::error::Result;
-use crate::snowflake::registry::{fence, system_now_ms, IssueLimit};
+use super::CALL_TIMEOUT;
+use crate::snowflake::registry::IssueLimit;
 
-/// How often both watches read the row.
+/// How often a holder reads its row.
 pub(super) const POLL: Duration = Duration::from_millis(250);
 
 /// How many values of `bound_ms` a holder accepts as its own: the last confirmed one and
@@ -37,8 +32,6 @@ pub(super) struct Written {
     accepted: Vec<Option<i64>>,
     /// Bumped before and after every renew: a poll that straddled one proves nothing.
     writes: u64,
-    /// When the last statement that succeeded (poll or renew) was sent (rule 5).
-    contact: Instant,
 }
 
 impl Written {
@@ -46,7 +39,6 @@ impl Written {
         Arc::new(Mutex::new(Written {
             accepted: vec![seen],
             writes: 0,
-            contact: Instant::now(),
         }))
     }
 
@@ -60,12 +52,11 @@ impl Written {
         self.accepted.drain(..excess);
     }
 
-    /// The renew of `bound`, sent at `sent`, ended; `confirmed` when it committed.
-    pub(super) fn end(&mut self, bound: i64, sent: Instant, confirmed: bool) {
+    /// The renew of `bound` ended; `confirmed` when it committed.
+    pub(super) fn end(&mut self, bound: i64, confirmed: bool) {
         self.writes += 1;
         if confirmed {
             self.accepted = vec![Some(bound)];
-            self.contact = self.contact.max(sent);
         }
     }
 }
@@ -103,24 +94,13 @@ fn lost_because(own: &Option<Own>, token: &str, accepted: &[Option<i64>]) -> Opt
 /// (rule 2). Aborted by `release`.
 pub(super) async fn poll_held(p: Poll) {
     let id = p.worker_id as i64;
-    let mut suspended = false;
     loop {
         tokio::time::sleep(POLL).await;
-        suspended = out_of_touch(&p, suspended);
         let before = lock(&p.written).writes;
         if before % 2 == 1 {
             continue; // a renew is in flight
         }
-        let sent = Instant::now();
-        let call = tokio::time::timeout(CALL_TIMEOUT, p.backend.read_own(&p.pool, id));
-        tokio::pin!(call);
-        // A read on a silent network waits up to CALL_TIMEOUT: keep ticking meanwhile.
-        let outcome = loop {
-            tokio::select! {
-                r = &mut call => break r,
-                _ = tokio::time::sleep(POLL) => suspended = out_of_touch(&p, suspended),
-            }
-        };
+        let outcome = tokio::time::timeout(CALL_TIMEOUT, p.backend.read_own(&p.pool, id)).await;
         let own = match outcome {
             Ok(Ok(own)) => own,
             Ok(Err(e)) if p.backend.table_gone(&e) => {
@@ -133,6 +113,8 @@ pub(super) async fn poll_held(p: Poll) {
                 p.limit.lose();
                 return;
             }
+            // Unreachable or silent: nothing is known about the row, issuing goes on up
+            // to the bound it holds (rule 5); the reason is kept in the log.
             Ok(Err(e)) => {
                 tracing::debug!(worker_id = p.worker_id, error = %e, "worker-id lease poll failed");
                 continue;
@@ -140,11 +122,10 @@ pub(super) async fn poll_held(p: Poll) {
             Err(_) => continue,
         };
         let why = {
-            let mut w = lock(&p.written);
+            let w = lock(&p.written);
             if w.writes != before {
                 continue; // a renew straddled the read
             }
-            w.contact = w.contact.max(sent);
             match lost_because(&own, &p.token, &w.accepted) {
                 Some(why) => why,
                 None => continue,
@@ -157,63 +138,6 @@ pub(super) async fn poll_held(p: Poll) {
         );
         p.limit.lose();
         return;
-    }
-}
-
-/// Rule 5: suspends issuing when nothing succeeded for [`fence::OUT_OF_TOUCH`], again at
-/// every tick (a late renew may have raised the limit since).
-fn out_of_touch(p: &Poll, was: bool) -> bool {
-    let silent = lock(&p.written).contact.elapsed();
-    let out = silent > fence::OUT_OF_TOUCH;
-    if out {
-        p.limit.suspend(system_now_ms());
-        if !was {
-            tracing::warn!(
-                worker_id = p.worker_id,
-                silent_ms = silent.as_millis() as u64,
-                "no answer from the database: issuing suspended until a renew succeeds"
-            );
-        }
-    } else if was {
-        tracing::info!(worker_id = p.worker_id, "the database answers again");
-    }
-    out
-}
-
-impl PoolRegistry {
-    /// Before the first id on worker `id`: reads the row every [`POLL`] for `watch`; a
-    /// row that stops being this holder's (as taken, bound `seen`) is `LeaseLost`.
-    pub(super) async fn watch_takeover(
-        &self,
-        id: u32,
-        seen: Option<i64>,
-        watch: Duration,
-    ) -> Result<()> {
-        tracing::info!(
-            worker_id = id,
-            watch_ms = watch.as_millis() as u64,
-            "watching the new worker-id lease before the first id (fence rules 3 and 5)"
-        );
-        let deadline = Instant::now() + watch;
-        loop {
-            tokio::time::sleep(POLL.min(deadline.saturating_duration_since(Instant::now()))).await;
-            let own = self.call("takeover watch", |b| {
-                b.read_own(self.pool_name(), id as i64)
-            });
-            let own = own.await?;
-            if let Some(why) = lost_because(&own, &self.token, &[seen]) {
-                return Err(fence::lost(
-                    id,
-                    format!(
-                        "the row of worker {id} in {} {why} while it was being taken",
-                        self.shown()
-                    ),
-                ));
-            }
-            if Instant::now() >= deadline {
-                return Ok(());
-            }
-        }
     }
 }
 
@@ -242,10 +166,10 @@ mod tests {
         let mut w = lock(&w);
         w.begin(2);
         assert_eq!(w.writes % 2, 1);
-        w.end(2, Instant::now(), false);
+        w.end(2, false);
         assert_eq!(w.accepted, vec![Some(1), Some(2)]);
         w.begin(3);
-        w.end(3, Instant::now(), true);
+        w.end(3, true);
         assert_eq!(w.accepted, vec![Some(3)]);
         assert_eq!(w.writes % 2, 0);
     }

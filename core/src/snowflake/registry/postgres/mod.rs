@@ -8,19 +8,21 @@
 //! processes of one identity race on the database, not on configuration. An identity
 //! seen for the first time gets the lowest id no identity has; ids are not handed to
 //! another identity while their row exists (delete a retired identity's row to free
-//! its id; its bound goes with it, so the next one watches the unfloored wait).
+//! its id; its bound goes with it, so the next holder floors at the database's clock
+//! plus the reach).
 //!
 //! The lease and the fencing are the pool's (see [`super::pool`]): a take conditional
-//! on the holder read and the row being free by the database's clock (released, or
-//! its lease and its last bound both passed); renews conditional on this holder's
-//! token (rule 1); the row deleted or rewritten under a live holder is `LeaseLost` at
-//! the next poll (rule 2); a newcomer watches before its first id, the unfloored wait
-//! when the row has no bound (rules 3 and 5); a holder out of touch for
-//! [`fence::OUT_OF_TOUCH`](super::fence::OUT_OF_TOUCH) suspends. One thing differs from a pool: a row whose holder
-//! is a dead process of this host (SIGKILL, a crash) is taken at once, its last bound
-//! still the floor, so a restart does not wait out the lease; a live holder elsewhere
-//! is `WorkerIdInUse` naming it. No Java Leaf or fork server writes PostgreSQL, so
-//! there is no foreign writer to watch for.
+//! on the holder read and the row being free by the database's clock (released, or its
+//! lease passed: the taker floors at the row's bound); renews conditional on this
+//! holder's token (rule 1); the row deleted or rewritten under a live holder is
+//! `LeaseLost` at the next poll (rule 2); no watch before the first id, since no Java
+//! Leaf or fork server writes PostgreSQL (rule 3); a holder cut off from the database
+//! issues up to the bound its row holds and stops there (rule 5). One thing differs
+//! from a pool: a row whose holder is a dead process of this host (SIGKILL, a crash,
+//! not yet reaped) is taken at once, its last bound the floor, so a restart issues at
+//! once instead of waiting out the lease (the generator holds this host's identity
+//! lock first, so no other generator of this host holds the identity); a live holder
+//! elsewhere is `WorkerIdInUse` naming it.
 //!
 //! ```no_run
 //! # async fn run() -> leafid::Result<()> {

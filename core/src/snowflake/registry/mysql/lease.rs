@@ -8,7 +8,7 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{Connection, Row};
 
 use super::watch::{lock, table_gone, Written};
-use super::{MysqlRegistry, FIRST_TERM, LEASE_GRACE};
+use super::{MysqlRegistry, FIRST_TERM};
 use crate::error::{Error, Result};
 use crate::snowflake::registry::host_lock::Holder;
 use crate::snowflake::registry::{fence, system_now_ms, Lease};
@@ -21,9 +21,8 @@ pub(super) struct Taken {
     pub(super) lease: Lease,
     /// `max_timestamp` as found, after the lease was ours.
     pub(super) seen: Option<i64>,
-    /// How long to watch `max_timestamp` before the first id; `None` for a row this
-    /// process has just inserted whose worker id has a lease row (its last holder's
-    /// bound is the floor).
+    /// How long to watch `max_timestamp` before the first id (rule 3); `None` for a
+    /// row this process has just inserted.
     pub(super) watch: Option<Duration>,
 }
 
@@ -31,9 +30,10 @@ pub(super) struct Taken {
 struct Prior {
     /// No lease row existed for the worker id: nothing says who used it last.
     missing: bool,
-    released: bool,
     bound_ms: Option<i64>,
     last_ts: Option<i64>,
+    /// The database's clock when the lease was taken.
+    now_ms: i64,
 }
 
 impl MysqlRegistry {
@@ -132,25 +132,10 @@ impl MysqlRegistry {
         let floor = seen
             .unwrap_or(i64::MIN)
             .max(prior.bound_ms.unwrap_or(i64::MIN));
-        // Fence rule 5 first. No lease row for this worker id: nothing records its last
-        // holder, even for a row inserted just now (a database restored from a dump
-        // older than a live holder restarts AUTO_INCREMENT at that holder's id). Wait
-        // until any holder cut off from the database has suspended, and a connected one
-        // has polled the restore and stopped.
-        // Fence rule 3. A row inserted just now had no other writer. A row a leafid
-        // released with its last value still there can only have a fork server started
-        // since, which writes within its first upload. Anything else (a fork server's
-        // value, a crashed leafid, an older leafid, a hand-written row) may have a live
-        // writer: a full upload cycle.
-        let watch = if prior.missing {
-            Some(fence::unfloored_watch(fence::OUT_OF_TOUCH))
-        } else if inserted {
-            None
-        } else if prior.released && prior.last_ts.is_some() && prior.last_ts == seen {
-            Some(fence::released_watch(fence::OUT_OF_TOUCH))
-        } else {
-            Some(fence::TAKEOVER_WATCH)
-        };
+        // Fence rule 5 needs no wait here: a floor that is not recorded (no lease row,
+        // a foreign value above leafid's bound) makes the generator start above the
+        // database's clock plus the reach, beyond any bound a cut-off holder can have.
+        let watch = (!inserted).then(|| takeover_watch(&prior, seen));
         tracing::info!(worker_id = id, ip_port = %self.ip_port(), floor, "worker id from leaf_workerid_alloc");
         Ok(Taken {
             lease: Lease {
@@ -213,7 +198,7 @@ impl MysqlRegistry {
         let info: String = row.try_get("holder_info").map_err(get)?;
         let expired: bool = row.try_get::<i64, _>("expired").map_err(get)? != 0;
         let left_ms: i64 = row.try_get("left_ms").map_err(get)?;
-        let prior = Prior {
+        let mut prior = Prior {
             // Also a row another start inserted just before us and has not taken yet.
             missing: created
                 || (token.is_empty()
@@ -221,15 +206,17 @@ impl MysqlRegistry {
                         .try_get::<Option<i64>, _>("bound_ms")
                         .map_err(get)?
                         .is_none()),
-            released: token.is_empty(),
             bound_ms: row.try_get("bound_ms").map_err(get)?,
             last_ts: row.try_get("last_ts").map_err(get)?,
+            now_ms: 0,
         };
         let holder: Option<Holder> = serde_json::from_str(&info).ok();
-        // A holder of this host that has died (SIGKILL, crash): its lease is stale now.
+        // A holder of this host that has died (SIGKILL, crash, not reaped yet): its
+        // lease is stale now, and its bound is the floor. The generator holds this
+        // host's identity lock, so no live generator of this host holds the row.
         let dead = holder
             .as_ref()
-            .is_some_and(|h| !token.is_empty() && h.exited_here());
+            .is_some_and(|h| !token.is_empty() && crate::snowflake::registry::pool::dead_here(h));
         if token.is_empty() || expired || dead {
             sqlx::query(
                 "UPDATE leafid_worker_lease SET holder = ?, holder_info = ?, ip_port = ?, \
@@ -245,6 +232,7 @@ impl MysqlRegistry {
             .map_err(|e| self.db_err("take leafid_worker_lease", e))?;
             let reading = self.read_clock(&mut *tx).await?;
             tx.commit().await.map_err(|e| self.db_err("commit", e))?;
+            prior.now_ms = reading.registry_ms;
             if dead && !expired {
                 tracing::info!(
                     worker_id = id,
@@ -315,28 +303,14 @@ impl MysqlRegistry {
             w.accepted.drain(..excess);
             w.accepted.clone()
         };
-        let sent = tokio::time::Instant::now();
         let result = self.write_tx(conn, lease, bound_ms, ts, &accepted).await;
         let mut w = lock(written);
         w.writes += 1;
         if result.is_ok() {
             w.accepted = vec![Some(ts)];
-            w.heard(sent);
         }
         // On failure both values stay accepted: the commit's outcome may be unknown.
-        result?;
-        let took = sent.elapsed();
-        if took > fence::OUT_OF_TOUCH {
-            // Rule 5: the database held our records when this renew ran, but a reply
-            // this late says nothing about now; the poll task has suspended issuing, and
-            // raising the limit on this renew would undo that.
-            return Err(Error::registry(format!(
-                "MySQL {}: renew answered after {} ms, more than the out-of-touch time;                  issuing stays suspended until a prompt renew",
-                self.shown_url,
-                took.as_millis()
-            )));
-        }
-        Ok(())
+        result
     }
 
     /// A statement error of a holder's write: a dropped table is its records missing
@@ -363,9 +337,9 @@ impl MysqlRegistry {
         ts: i64,
         accepted: &[Option<i64>],
     ) -> Result<()> {
-        // The lease lasts until the bound has passed, plus the grace.
-        let term_us = (bound_ms - system_now_ms())
-            .saturating_add(LEASE_GRACE.as_millis() as i64)
+        // The lease runs LEASE_TERM past now, or to the bound when nearer (`mysql`'s
+        // module doc says why it need not last to the bound).
+        let term_us = crate::snowflake::registry::pool::lease_term_ms(bound_ms, system_now_ms())
             .saturating_mul(1000);
         let mut tx = conn.begin().await.map_err(|e| self.db_err("begin", e))?;
         let extended = sqlx::query(
@@ -434,5 +408,72 @@ impl MysqlRegistry {
         tx.commit().await.map_err(|e| self.db_err("commit", e))?;
         self.keep_reading(reading);
         Ok(())
+    }
+}
+
+/// Fence rule 3 on a row this process did not insert: how long a fork server could be
+/// live on it and still unseen. A fork server writes `max_timestamp` 1 s after its
+/// start and every 3 s after, and a leafid's renew is conditional on the value it last
+/// wrote. So when the value there is a leafid's last (`last_ts`), no fork server wrote
+/// since, and only one started in the last moments can be live: it uploads within
+/// [`fence::TAKEOVER_WATCH_AFTER_RELEASE`]. When a fork server (or a hand, or nothing
+/// known) wrote it last, a live one writes again [`fence::FOREIGN_UPLOAD_INTERVAL`]
+/// after its stamp: watch until [`fence::TAKEOVER_WATCH`] after that stamp (by the
+/// database's clock), never less than the former nor more than the latter. A NULL
+/// stamp has no time: the full watch.
+fn takeover_watch(prior: &Prior, seen: Option<i64>) -> Duration {
+    let short = fence::TAKEOVER_WATCH_AFTER_RELEASE;
+    if !prior.missing && prior.last_ts.is_some() && prior.last_ts == seen {
+        return short;
+    }
+    match seen {
+        None => fence::TAKEOVER_WATCH,
+        Some(stamp) => {
+            let until = stamp
+                .saturating_add(fence::TAKEOVER_WATCH.as_millis() as i64)
+                .saturating_sub(prior.now_ms)
+                .clamp(0, fence::TAKEOVER_WATCH.as_millis() as i64);
+            Duration::from_millis(until as u64).max(short)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prior(missing: bool, last_ts: Option<i64>) -> Prior {
+        Prior {
+            missing,
+            bound_ms: last_ts,
+            last_ts,
+            now_ms: 100_000,
+        }
+    }
+
+    #[test]
+    fn a_takeover_watches_only_while_a_fork_server_could_be_live_and_unseen() {
+        let short = fence::TAKEOVER_WATCH_AFTER_RELEASE;
+        // A leafid wrote last (released, expired or dead): a fork server started since.
+        assert_eq!(
+            takeover_watch(&prior(false, Some(90_000)), Some(90_000)),
+            short
+        );
+        // A fork server's stamp 10 s old: a live one would have written again.
+        assert_eq!(takeover_watch(&prior(true, None), Some(90_000)), short);
+        // A fork server's stamp 1 s old: until 3.5 s after it.
+        assert_eq!(
+            takeover_watch(&prior(false, Some(80_000)), Some(99_000)),
+            Duration::from_millis(2_500)
+        );
+        // A stamp in the future (its clock ahead) or NULL: the full watch.
+        assert_eq!(
+            takeover_watch(&prior(true, None), Some(200_000)),
+            fence::TAKEOVER_WATCH
+        );
+        assert_eq!(
+            takeover_watch(&prior(true, None), None),
+            fence::TAKEOVER_WATCH
+        );
     }
 }

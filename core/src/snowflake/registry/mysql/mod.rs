@@ -12,10 +12,16 @@
 //! **One live holder per row among leafids.** A lease lives beside the fork's table
 //! (which stays as the fork reads it) in `leafid_worker_lease` (`schema.rs`): one row per
 //! worker id with a random holder token and an expiry by the database's clock (`NOW(3)`),
-//! which lasts until the holder's bound has passed plus [`LEASE_GRACE`]. Acquire takes
-//! the lease only when it has expired, was released, or its holder is a dead process of
-//! this host. Every renew is one transaction: extend the lease where the token is still
-//! ours, then write `max_timestamp`; zero rows in either is [`Error::LeaseLost`].
+//! [`LEASE_TERM`] past the last renew (or to the bound, when nearer). Acquire takes the
+//! lease only when it has expired, was released, or its holder is a dead process of
+//! this host (exited, or not reaped yet: the generator holds this host's identity
+//! lock, so no live generator here holds it). Every renew is one transaction: extend
+//! the lease where the token is still ours, then write `max_timestamp`; zero rows in
+//! either is [`Error::LeaseLost`]. The lease need not last to the bound: the next
+//! holder floors at `max(max_timestamp, bound_ms)`, read once its take committed, which
+//! is the last bound the old holder can have persisted (its renews are conditional on
+//! its token); the old holder's limit never passes that bound. So a crashed holder's
+//! id is free [`LEASE_TERM`] after its last renew, not a 65 s lookahead later.
 //!
 //! **The fork's server, which knows nothing of leases** (`lease.rs`, `watch.rs`):
 //! - Rule 4: every heartbeat's bound (the clock plus the look-ahead) goes into the lease
@@ -23,14 +29,17 @@
 //!   never a future time (a fork server reading one falls back to its local
 //!   `workerID.properties` and never writes again, invisible). A newcomer's floor is
 //!   `max(max_timestamp, bound_ms)`. The final renew at close writes the exact last
-//!   timestamp issued to both, so a quick restart does not wait.
+//!   timestamp issued to both.
 //! - Rule 1: the write of `max_timestamp` is conditional on the value this holder last
 //!   wrote (`max_timestamp <=> ?`); zero rows is `LeaseLost` (sqlx counts matched rows,
 //!   see `MysqlRegistry::write`).
-//! - Rule 3: a newcomer that did not insert the row itself watches `max_timestamp` for
-//!   [`fence::TAKEOVER_WATCH`] before its first id, or for
-//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`] when the lease row shows a leafid released
-//!   it with that same value still there; a change is `WorkerIdInUse`.
+//! - Rule 3: a newcomer watches `max_timestamp` before its first id only where a fork
+//!   server could be live on the row and still unseen: never on a row it has just
+//!   inserted (a fork server inserts its row before it issues); for
+//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`] (1.5 s) when the value there is a leafid's
+//!   last (a fork server can only have started since, and uploads 1 s after its
+//!   start); otherwise until [`fence::TAKEOVER_WATCH`] after the fork's own stamp, at
+//!   least 1.5 s and at most 3.5 s. A change is `WorkerIdInUse`.
 //! - Rule 2, at once: a live holder's poll task reads the row every `watch::POLL` and
 //!   lowers the generator's limit when `max_timestamp` holds a value it did not write,
 //!   the row is deleted or handed to another `ip_port`, or the lease row is deleted or
@@ -40,15 +49,12 @@
 //!   `tests/registry/mysql/beside_fork.rs`). A table that no longer exists (`ER_NO_SUCH_TABLE`, a
 //!   restore from a dump) is the same: `LeaseLost` in the poll and in the renew, never
 //!   "unavailable" and never ignored.
-//! - Rule 5, a holder out of touch stops: the poll task suspends issuing after
-//!   [`fence::OUT_OF_TOUCH`] (2 s) without a successful poll
-//!   or renew, and the next prompt renew raises the limit again. A newcomer that finds
-//!   no `leafid_worker_lease` row for its worker id (including one whose
-//!   `leaf_workerid_alloc` row it has just inserted: a restore from a dump older than a
-//!   live holder restarts AUTO_INCREMENT at that holder's id) watches for
-//!   `max(TAKEOVER_WATCH, OUT_OF_TOUCH + TAKEOVER_MARGIN)` (3.5 s) before its first id:
-//!   a connected holder has polled the restore and stopped by then, a cut-off one has
-//!   suspended.
+//! - Rule 5: a holder cut off from the database keeps issuing up to the bound the lease
+//!   row holds and stops there; a failed poll changes nothing. A newcomer never waits
+//!   for it: it floors at the row's bound, or, finding no `leafid_worker_lease` row for
+//!   its worker id (a wiped table, or a dump older than a live holder restored, which
+//!   restarts AUTO_INCREMENT at that holder's id), at the database's clock plus the
+//!   reach (`generator/session.rs`), above any bound a cut-off holder can have.
 //!
 //! While the database is down the generator issues only up to the last bound written
 //! here, never on its cache file alone ([`WorkerRegistry::survives_outage`] is false).
@@ -68,10 +74,10 @@ mod lease;
 mod schema;
 mod watch;
 
+/// How long a lease runs past its holder's last renew (or to its bound plus 5 s, when
+/// nearer); the same as the pools' (see the module doc).
+pub use super::pool::LEASE_TERM;
 use watch::Written;
-/// How long a lease outlives its holder's last persisted bound, so a holder whose renew
-/// is late keeps its id; a crashed holder's id is free this long after its bound passed.
-pub const LEASE_GRACE: Duration = Duration::from_secs(5);
 
 /// The privileges the registry's database user needs, as an `AccessDenied` names them
 /// (docs/errors.md shows the `GRANT` statements).
@@ -79,7 +85,7 @@ const GRANTS: &str = "SELECT, INSERT, UPDATE on leaf_workerid_alloc and leafid_w
      (and CREATE or ALTER, only while a table or a column is missing)";
 
 /// How long a lease taken at acquire lasts before the first renew extends it.
-const FIRST_TERM: Duration = Duration::from_secs(15);
+const FIRST_TERM: Duration = LEASE_TERM;
 
 /// How long a statement waits for a connection: a down database fails start-up fast
 /// (and the generator reports the registry unavailable).
@@ -252,8 +258,8 @@ impl MysqlRegistry {
         };
         let id = taken.lease.worker_id as i64;
         if let Some(watch) = taken.watch {
-            // Outside the call timeout: the watch is long by design, and its reads are
-            // bounded one by one. The lease (FIRST_TERM) outlasts it.
+            // Outside the call timeout: the watch is longer than one call, and its reads
+            // are bounded one by one. The lease (FIRST_TERM) outlasts it.
             if let Err(e) = self.watch_takeover(id, taken.seen, watch).await {
                 self.end_lease(id).await;
                 return Err(e);

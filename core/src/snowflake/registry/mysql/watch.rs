@@ -4,26 +4,23 @@
 //! WHERE id = ?` 1 s after it starts and every 3 s after, without reading anything: a
 //! value there that this holder did not write is another writer, almost always that
 //! server. Two watches look for it:
-//! - [`MysqlRegistry::watch_takeover`]: a newcomer taking a row another writer may still
-//!   use polls it for [`fence::TAKEOVER_WATCH`] (or the shorter
-//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`]) before its first id;
+//! - [`MysqlRegistry::watch_takeover`]: a newcomer taking a row a fork server may be
+//!   using unseen polls it before its first id, for at most
+//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`] (longer only until [`fence::TAKEOVER_WATCH`]
+//!   after a fork server's own recent stamp; `lease.rs` decides);
 //! - [`poll_held`]: a live holder's task on the background runtime, polling every
 //!   [`POLL`], lowers the generator's [`IssueLimit`] at once on a foreign value, a
 //!   deleted or re-assigned row, a lease row that is no longer this holder's, or a
 //!   table that no longer exists (`ER_NO_SUCH_TABLE`, a restore from a dump), instead
 //!   of waiting for the next heartbeat's conditional write to find it.
 //!
-//! Fence rule 5: the same task suspends issuing ([`IssueLimit::suspend`]) when neither a
-//! poll nor a renew has succeeded for [`fence::OUT_OF_TOUCH`] (counted from when the
-//! statement was sent), and keeps it suspended at every tick until one does; the
-//! heartbeat's next successful renew raises the limit again. A holder cut off from the
-//! database therefore stops within about 2.25 s, before a newcomer that found no lease
-//! row (and so waits [`fence::unfloored_watch`]) issues its first id.
+//! Fence rule 5: a poll that fails or gets no answer (the database down or silent)
+//! proves nothing and changes nothing. The holder keeps issuing up to the bound the
+//! lease row holds, and the generator's limit stops it there; a newcomer floors at that
+//! bound, or above any bound when it finds no lease row.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use sqlx::mysql::MySqlPool;
 use sqlx::Row;
@@ -46,9 +43,6 @@ pub(super) struct Written {
     /// Bumped before and after every write of this holder: a poll that straddled one
     /// cannot tell which value it read and proves nothing.
     pub(super) writes: u64,
-    /// When the last statement that succeeded (a poll or a renew) was sent: the
-    /// database held this holder's records then (rule 5).
-    pub(super) contact: Instant,
 }
 
 impl Written {
@@ -56,13 +50,7 @@ impl Written {
         Arc::new(Mutex::new(Written {
             accepted: vec![seen],
             writes: 0,
-            contact: Instant::now(),
         }))
-    }
-
-    /// A statement sent at `sent` succeeded.
-    pub(super) fn heard(&mut self, sent: Instant) {
-        self.contact = self.contact.max(sent);
     }
 }
 
@@ -122,28 +110,17 @@ pub(super) struct Poll {
 
 /// Polls a held row every [`POLL`] until it finds it lost, then lowers the limit (rule
 /// 2: a record of its own changed or missing is a lost lease, at once). A failed read
-/// (database down) proves nothing by itself, but with no success for
-/// [`fence::OUT_OF_TOUCH`] issuing is suspended (rule 5). Aborted by `release`.
+/// (database down) proves nothing and changes nothing (rule 5). Aborted by `release`.
 pub(super) async fn poll_held(p: Poll) {
     let id = p.worker_id as i64;
-    let mut suspended = false;
     loop {
         tokio::time::sleep(POLL).await;
-        suspended = out_of_touch(&p, suspended);
         let before = lock(&p.written).writes;
         if before % 2 == 1 {
             continue; // a write of ours is in flight
         }
-        let sent = Instant::now();
-        let call = tokio::time::timeout(CALL_TIMEOUT, read(&p.pool, id, &p.ip_port, &p.token));
-        tokio::pin!(call);
-        // A read on a silent network waits up to CALL_TIMEOUT: keep ticking meanwhile.
-        let outcome = loop {
-            tokio::select! {
-                r = &mut call => break r,
-                _ = tokio::time::sleep(POLL) => suspended = out_of_touch(&p, suspended),
-            }
-        };
+        let outcome =
+            tokio::time::timeout(CALL_TIMEOUT, read(&p.pool, id, &p.ip_port, &p.token)).await;
         let reading = match outcome {
             Ok(Ok(r)) => r,
             Ok(Err(e)) if table_gone(&e) => {
@@ -156,8 +133,8 @@ pub(super) async fn poll_held(p: Poll) {
                 p.limit.lose();
                 return;
             }
-            // A failed or slow poll: rule 5's out-of-touch clock (above) decides; the
-            // reason is kept in the log rather than dropped.
+            // A failed or slow poll: nothing is known about the row; issuing goes on up
+            // to the bound it holds (rule 5). The reason is kept in the log.
             Ok(Err(e)) => {
                 tracing::debug!(worker_id = p.worker_id, error = %e, "worker-id lease poll failed");
                 continue;
@@ -165,8 +142,7 @@ pub(super) async fn poll_held(p: Poll) {
             Err(_) => continue,
         };
         let cause = {
-            let mut w = lock(&p.written);
-            w.heard(sent);
+            let w = lock(&p.written);
             if w.writes != before {
                 continue; // a write of ours straddled the read
             }
@@ -195,27 +171,6 @@ pub(super) async fn poll_held(p: Poll) {
         p.limit.lose();
         return;
     }
-}
-
-/// Rule 5: suspends issuing when nothing succeeded for [`fence::OUT_OF_TOUCH`], again at
-/// every tick (a renew answered late may have raised the limit since). Returns whether
-/// the holder is out of touch now.
-fn out_of_touch(p: &Poll, was: bool) -> bool {
-    let silent = lock(&p.written).contact.elapsed();
-    let out = silent > fence::OUT_OF_TOUCH;
-    if out {
-        p.limit.suspend(crate::snowflake::registry::system_now_ms());
-        if !was {
-            tracing::warn!(
-                worker_id = p.worker_id,
-                silent_ms = silent.as_millis() as u64,
-                "no answer from MySQL: issuing suspended until a renew succeeds"
-            );
-        }
-    } else if was {
-        tracing::info!(worker_id = p.worker_id, "MySQL answers again");
-    }
-    out
 }
 
 fn show(ts: Option<i64>) -> String {

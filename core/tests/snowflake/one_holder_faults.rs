@@ -1,6 +1,7 @@
 //! One live holder per worker id under faults (issue 10, from the adversarial review): a
-//! holder cut off from its registry (a loopback proxy that drops and refuses) must stop
-//! before another process can take its identity, so the two never issue one id; a lost
+//! holder cut off from its registry (a loopback proxy that drops and refuses) keeps
+//! issuing up to the bound its registry holds, and another process that takes its
+//! identity starts above that bound, so the two never issue one id (issue 30); a lost
 //! and freed MySQL lease is re-taken; a start refused for clock skew leaves no floor
 //! behind. Real MariaDB and ZooKeeper (`LEAFID_MYSQL_URL`, `LEAFID_ZK`).
 
@@ -64,8 +65,8 @@ fn build_on(registry: Arc<dyn WorkerRegistry>, cache: &Path) -> leafid::Result<S
 }
 
 /// A (through the proxy, then cut off) and B (direct) claim one identity, as two hosts
-/// with one ip:port would. A must stop issuing before B can start; whatever each
-/// issued, no id is in both.
+/// with one ip:port would. A may go on issuing up to its persisted bound while B holds
+/// the identity (fence rule 5); whatever each issued, no id is in both.
 fn partition(
     a: Arc<dyn WorkerRegistry>,
     claimant: impl Fn() -> Arc<dyn WorkerRegistry>,
@@ -117,10 +118,6 @@ fn partition(
         "A issued {} ids, B {}, {shared} by both",
         ids_a.len(),
         ids_b.len()
-    );
-    assert!(
-        a.next_id().is_err(),
-        "A still issues while B holds its identity"
     );
     gb.close();
     proxy.set_down(false);

@@ -169,20 +169,21 @@ fn stored_bound_is_the_floor_and_a_clock_behind_it_is_refused() {
     assert_eq!(lease.floor_ms, last_ms);
     release(&r, &lease);
 
-    // Restart with a clock a minute behind: refused.
+    // Restart with a clock ten minutes behind (more than the reach, the lookahead plus
+    // the skew, plus the start-up allowance): refused.
     let cache2 = tempfile::tempdir().unwrap(); // no help from the cache file
     let err = SnowflakeGenerator::builder()
         .registry_url(&url(&ip, "1"))
         .unwrap()
         .cache_dir(cache2.path())
-        .clock(ManualClock::new(last_ms - 60_000))
+        .clock(ManualClock::new(last_ms - 600_000))
         .build_blocking()
         .unwrap_err();
     assert!(
         matches!(err, Error::ClockBehindRegistry { worker_id, last_ms: l, .. } if worker_id == worker && l == last_ms),
         "{err:?}"
     );
-    // A clock a little behind: waited out, first id after the floor.
+    // A clock a little behind: the first id comes above the floor at once.
     let g = SnowflakeGenerator::builder()
         .registry_url(&url(&ip, "1"))
         .unwrap()

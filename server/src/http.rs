@@ -2,10 +2,12 @@
 //! `LeafController` and `LeafMonitorController` (leaf-spec §5), plus a batch form,
 //! `/health` and `/metrics`.
 //!
-//! Handlers await the core's `_async` calls, which take the ids at call time when they
-//! are at hand and otherwise wait (a tag's first use, both segments spent, a registry
-//! stall) without holding a thread: no runtime worker ever blocks on the database or
-//! ZooKeeper.
+//! Segment handlers await the core's `_async` calls, which take the ids at call time
+//! when they are at hand and otherwise wait (a tag's first use, both segments spent)
+//! without holding a thread. Snowflake handlers take ids with the never-waiting call,
+//! as Java Leaf does: a generator that cannot issue (its registry out of reach past its
+//! bound, a lease being re-acquired) answers Leaf's -4 at once while the core works in
+//! the background. No runtime worker ever blocks on the database or ZooKeeper.
 //!
 //! The parts: `http/routes.rs` maps the paths; `http/ids.rs` answers the id requests,
 //! `http/monitor.rs` Leaf's monitor pages (`/cache`, `/db`, `/decodeSnowflakeId`) and
@@ -15,9 +17,8 @@
 
 use std::sync::Arc;
 
-use leafid::SnowflakeGenerator;
-
 use crate::metrics::Metrics;
+use crate::snowflake::SnowflakeSlot;
 use crate::store::SegmentSlot;
 
 mod ids;
@@ -35,8 +36,9 @@ pub struct AppState {
     /// The segment generator, when segment mode is on (off: ids are `0`, as Leaf's
     /// ZeroIDGen); empty until the store has answered.
     pub segment: Option<SegmentSlot>,
-    /// The snowflake generator, when snowflake mode is on.
-    pub snowflake: Option<SnowflakeGenerator>,
+    /// The snowflake generator, when snowflake mode is on; empty until it holds a
+    /// worker id.
+    pub snowflake: Option<SnowflakeSlot>,
     /// The metrics `/metrics` serves.
     pub metrics: Arc<Metrics>,
 }

@@ -23,10 +23,10 @@ fn state() -> AppState {
         .unwrap()
         .build_blocking()
         .unwrap();
-    let slot = SegmentSlot::connected(segment);
+    let slot = SegmentSlot::ready(segment);
     AppState {
         segment: Some(slot.clone()),
-        snowflake: Some(snowflake.clone()),
+        snowflake: Some(crate::snowflake::SnowflakeSlot::ready(snowflake.clone())),
         metrics: std::sync::Arc::new(Metrics::new()),
     }
 }

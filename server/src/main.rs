@@ -4,13 +4,18 @@ mod admin;
 mod cli;
 mod config;
 mod connections;
+#[cfg(test)]
+#[path = "../../core/tests/support/delay_proxy.rs"]
+mod delay_proxy;
 mod http;
 #[cfg(test)]
 mod http_props;
 mod logging;
 mod metrics;
 mod pages;
+mod pending;
 mod serve;
+mod snowflake;
 mod store;
 
 use clap::Parser;

@@ -3,14 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leafid::SnowflakeGenerator;
-
 use crate::cli::ServeArgs;
 use crate::config::{self, ServeConfig};
 use crate::connections;
 use crate::http::{self, AppState};
 use crate::metrics::Metrics;
-use crate::store;
+use crate::{snowflake, store};
 
 /// The configuration from `--config` and the URL flags (flags win).
 pub fn resolve(args: &ServeArgs) -> Result<ServeConfig, String> {
@@ -55,16 +53,15 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         }
         None => (None, None),
     };
-    let snowflake = match &config.snowflake_url {
-        Some(url) => Some(
-            SnowflakeGenerator::builder()
-                .registry_url(url)
-                .map_err(|e| e.to_string())?
-                .build()
+    // After the store: a store that ends the start leaves no worker id held.
+    let (snowflake, building) = match &config.snowflake_url {
+        Some(url) => {
+            let (slot, building) = snowflake::build(url)
                 .await
-                .map_err(|e| format!("snowflake registry {}: {e}", leafid::redact::url(url)))?,
-        ),
-        None => None,
+                .map_err(|e| format!("snowflake registry {}: {e}", leafid::redact::url(url)))?;
+            (Some(slot), building)
+        }
+        None => (None, None),
     };
     let metrics = Arc::new(Metrics::new());
     let state = AppState {
@@ -96,7 +93,10 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(
         segment = segment.is_some(),
-        snowflake_worker = snowflake.as_ref().map(|g| g.worker_id()),
+        snowflake_worker = snowflake
+            .as_ref()
+            .and_then(|s| s.get())
+            .map(|g| g.worker_id()),
         max_connections = cap,
         "listening on {addr}"
     );
@@ -108,15 +108,15 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         shutdown_signal(),
     )
     .await;
-    if let Some(gen) = snowflake {
-        let released = gen.close_async().await;
-        tracing::info!(released, "snowflake generator closed");
-    }
-    if let Some(task) = retrying {
-        // Awaited: a connect finishing as the task is aborted must be in the slot (and
-        // closed below), not left running.
+    // The retries are stopped first and awaited: a generator made as its task is
+    // aborted must be in its slot (and closed below), not left running.
+    for task in [building, retrying].into_iter().flatten() {
         task.abort();
         let _ = task.await;
+    }
+    if let Some(gen) = snowflake.as_ref().and_then(|slot| slot.get()) {
+        let released = gen.close_async().await;
+        tracing::info!(released, "snowflake generator closed");
     }
     if let Some(gen) = segment.as_ref().and_then(|slot| slot.get()) {
         gen.close();

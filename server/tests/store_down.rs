@@ -1,15 +1,16 @@
 //! `leafid serve` started while its MySQL store refuses connections: it starts anyway,
 //! as Java Leaf does, answers Leaf's -1 and a 503 `/health` naming the cause, and issues
-//! once the store is back, without a restart.
+//! once the store is back, without a restart. The same for its snowflake registry
+//! (ZooKeeper down, a worker id held by another server): Leaf's -4 at once meanwhile.
 
 mod support;
 
 #[path = "../../core/tests/support/delay_proxy.rs"]
 mod delay_proxy;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use support::{create_tag, fresh, mysql_url, Server};
+use support::{create_tag, fresh, mysql_url, zk, Server};
 
 #[test]
 fn serve_starts_with_the_store_down_and_issues_once_it_is_back() {
@@ -80,4 +81,117 @@ fn serve_refuses_to_start_on_a_store_that_refuses_its_configuration() {
         !stderr.contains("certainly-not-the-password"),
         "the password shown: {stderr}"
     );
+}
+
+/// A request that cannot be answered gets Leaf's error within this: it catches the 10 s
+/// a waiting call took (the core's `MAX_ASYNC_WAIT`), with room for a slow machine.
+const AT_ONCE: Duration = Duration::from_secs(2);
+
+/// GETs `path` until it answers 200 or `limit` passes: the body, or `None`.
+fn first_200(server: &Server, path: &str, limit: Duration) -> Option<(String, Duration)> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        let (status, _, body) = server.get(path);
+        if status == 200 {
+            return Some((body, start.elapsed()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// The snowflake part of `/health`, and its status.
+fn snowflake_health(server: &Server) -> (u16, serde_json::Value) {
+    let (status, _, body) = server.get("/health");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    (status, v)
+}
+
+#[test]
+fn serve_starts_with_the_registry_down_answers_leafs_error_at_once_and_issues_once_it_is_back() {
+    let tag = fresh("srv_zkdown");
+    create_tag(&tag, 100);
+    let proxy = delay_proxy::DelayProxy::start(zk());
+    proxy.set_down(true);
+    let url = format!("zookeeper-recycle://{}/{}", proxy.addr, fresh("srvzkdown"));
+    let server = Server::start(&["--url", &mysql_url(), "--snowflake", &url]);
+    assert!(
+        server.startup.iter().any(|l| l.contains("retrying")),
+        "the log says the registry is retried: {:?}",
+        server.startup
+    );
+
+    let (status, _, body) = server.get(&format!("/api/segment/get/{tag}"));
+    assert_eq!(status, 200, "segment mode serves meanwhile: {body}");
+    let asked = Instant::now();
+    let (status, _, body) = server.get("/api/snowflake/get/x");
+    let took = asked.elapsed();
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("Result{id=-4, status=EXCEPTION}"), "{body}");
+    assert!(took < AT_ONCE, "Leaf's error after {took:?}, not at once");
+    let (status, health) = snowflake_health(&server);
+    assert_eq!(status, 503, "{health}");
+    assert_eq!(health["status"], "DOWN", "{health}");
+    assert_eq!(health["segmentStore"], "connected", "{health}");
+    let why = health["snowflake"]["waitingOn"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("unavailable"), "{health}");
+
+    proxy.set_down(false);
+    // The retry runs at most 5 s apart (and a ZooKeeper connect may take its 3 s
+    // timeout); allow for a slow machine.
+    let healed = first_200(&server, "/api/snowflake/get/x", Duration::from_secs(60));
+    let (id, after) = healed.expect("no snowflake id within 60 s of the registry coming back");
+    eprintln!("first snowflake id {after:?} after the heal");
+    assert!(id.trim().parse::<i64>().unwrap() > 0);
+    let (status, health) = snowflake_health(&server);
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(health["status"], "UP", "{health}");
+    assert!(health["snowflake"]["workerId"].is_u64(), "{health}");
+    assert!(server.stop(), "SIGTERM exit");
+}
+
+#[test]
+fn serve_retries_a_worker_id_in_use_at_start_instead_of_exiting() {
+    // Two servers given one identity: the second waits for it (as after a SIGKILL, for
+    // a predecessor whose session has not expired yet) instead of exiting.
+    let url = format!("zookeeper://{}/{}?port=9310", zk(), fresh("srvinuse"));
+    let first = Server::start(&["--snowflake", &url]);
+    let (status, _, _) = first.get("/api/snowflake/get/x");
+    assert_eq!(status, 200);
+    let second = Server::start(&["--snowflake", &url]);
+    assert!(
+        second
+            .startup
+            .iter()
+            .any(|l| l.contains("in use") && l.contains("retrying")),
+        "the log names the holder and says it retries: {:?}",
+        second.startup
+    );
+    let asked = Instant::now();
+    let (status, _, body) = second.get("/api/snowflake/get/x");
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("Result{id=-4, status=EXCEPTION}"), "{body}");
+    assert!(
+        asked.elapsed() < AT_ONCE,
+        "not at once: {:?}",
+        asked.elapsed()
+    );
+    let (status, health) = snowflake_health(&second);
+    assert_eq!(status, 503, "{health}");
+    let why = health["snowflake"]["waitingOn"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("in use"), "{health}");
+
+    assert!(first.stop(), "SIGTERM exit releases the identity");
+    let taken = first_200(&second, "/api/snowflake/get/x", Duration::from_secs(60));
+    assert!(
+        taken.is_some(),
+        "the second server never took the released identity"
+    );
+    let (status, health) = snowflake_health(&second);
+    assert_eq!(status, 200, "{health}");
+    assert!(second.stop());
 }

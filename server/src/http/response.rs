@@ -9,7 +9,7 @@ use leafid::Error;
 use super::request::Browser;
 use crate::metrics::Metrics;
 use crate::pages;
-use crate::store::SegmentSlot;
+use crate::pending::Pending;
 
 /// Spring's JSON answers: `application/json;charset=UTF-8`.
 pub(super) fn json_response(status: StatusCode, body: &serde_json::Value) -> Response {
@@ -83,19 +83,31 @@ pub(super) fn leaf_failure(
     )
 }
 
-/// Leaf's -1 ("not initialised") while the store that was down at start is retried.
-pub(super) fn not_connected(
+/// Leaf's answer while a mode's generator is still being made (`pending.rs`): segment
+/// -1 ("not initialised") while the store is retried, snowflake -4 (the registry's
+/// code) while the worker id is.
+pub(super) fn not_ready<G>(
     metrics: &Metrics,
-    slot: &SegmentSlot,
+    mode: &'static str,
+    slot: &Pending<G>,
     path: &str,
     browser: Browser,
 ) -> Response {
     let cause = slot.waiting_on().unwrap_or_default();
-    let e = Error::StoreUnavailable {
-        cause,
-        source: None,
+    let (code, e) = if mode == "segment" {
+        let e = Error::StoreUnavailable {
+            cause,
+            source: None,
+        };
+        (-1, e)
+    } else {
+        let e = Error::RegistryUnavailable {
+            cause,
+            source: None,
+        };
+        (snowflake_code(&e), e)
     };
-    leaf_failure(metrics, "segment", -1, &e, path, browser)
+    leaf_failure(metrics, mode, code, &e, path, browser)
 }
 
 /// Leaf's answer on a monitor page when segment mode is off: a 500 from

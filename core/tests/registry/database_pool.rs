@@ -452,3 +452,205 @@ fn mysql_a_row_outside_the_pool_is_never_chosen() {
 fn pg_a_row_outside_the_pool_is_never_chosen() {
     a_row_outside_the_pool_is_never_chosen(&postgres());
 }
+
+/// `base` with its host and port replaced by a loopback proxy's in front of it.
+fn through_proxy(base: &str) -> (String, crate::support::delay_proxy::DelayProxy) {
+    let mut u = url::Url::parse(base).unwrap();
+    let upstream = format!("{}:{}", u.host_str().unwrap(), u.port().unwrap());
+    let proxy = crate::support::delay_proxy::DelayProxy::start(upstream);
+    u.set_port(Some(proxy.addr.port())).unwrap();
+    (u.to_string(), proxy)
+}
+
+/// Issue 30's test settings: a heartbeat of 1 s and a lookahead of 8 s, so an outage
+/// of 5 s is ridden through and one of 12 s is not.
+fn build_short(url: &str, cache: &std::path::Path) -> leafid::Result<SnowflakeGenerator> {
+    SnowflakeGenerator::builder()
+        .custom_registry(Arc::new(PoolRegistry::from_url(url)?))
+        .cache_dir(cache)
+        .heartbeat(Duration::from_secs(1))
+        .lookahead(Duration::from_secs(8))
+        .build_blocking()
+}
+
+/// The first id of a generator built on `url`, retried until `within` has passed;
+/// returns the id and how long it took from the start of the build.
+fn first_id(
+    url: &str,
+    cache: &std::path::Path,
+    within: Duration,
+) -> (SnowflakeGenerator, i64, Duration) {
+    let started = Instant::now();
+    let g = build_short(url, cache).unwrap();
+    loop {
+        match g.next_id() {
+            Ok(id) => return (g, id, started.elapsed()),
+            Err(e) => assert!(
+                started.elapsed() < within,
+                "no first id within {within:?}: {e}"
+            ),
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Issue 30 goal 2: the first id of a fresh pool comes at once. A hang-catcher only
+/// (2 s): before, a new row was watched 3.5 s (then the clock waited out the skew),
+/// 9.6 s in all.
+fn first_id_of_a_fresh_pool_comes_at_once(base: &str) {
+    let url = pool_url(base, "fresh", 4);
+    let dir = tempfile::tempdir().unwrap();
+    let (g, _, took) = first_id(&url, dir.path(), Duration::from_secs(2));
+    println!("first id of a fresh pool after {took:?}");
+    assert!(took < Duration::from_secs(2), "first id after {took:?}");
+    g.close();
+}
+
+/// A pool of one id whose last holder left long ago (its bound in the past), reached
+/// through a proxy: a holder on it issues at the real clock (no lead from a new row).
+fn settled_pool(base: &str, test: &str) -> (String, crate::support::delay_proxy::DelayProxy) {
+    let (via, proxy) = through_proxy(base);
+    let url = pool_url(&via, test, 1);
+    let dir = tempfile::tempdir().unwrap();
+    build_short(&url, dir.path()).unwrap().close();
+    exec(
+        base,
+        &format!(
+            "UPDATE leafid_worker_pool SET bound_ms = 1 WHERE pool = '{}'",
+            pool_name(&url)
+        ),
+    );
+    (url, proxy)
+}
+
+/// Calls `next_id` every 10 ms for `span`; the ids, and when the first error came.
+fn issue_for(g: &SnowflakeGenerator, span: Duration, ids: &mut Vec<i64>) -> Option<Duration> {
+    let started = Instant::now();
+    let mut stopped = None;
+    while started.elapsed() < span {
+        match g.next_id() {
+            Ok(id) => ids.push(id),
+            Err(_) if stopped.is_none() => stopped = Some(started.elapsed()),
+            Err(_) => {}
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stopped
+}
+
+/// Issue 30 goal 1: a holder (heartbeat 1 s, lookahead 8 s) whose database goes
+/// silent for 5 s (a blackhole) issues through it; refused for 12 s, it stops at its
+/// bound, about 8 s in, and issues again soon after the heal (a hang-catcher of 5 s).
+/// Before, it stopped 2 s into either (out of touch). Every id distinct and increasing.
+fn a_holder_rides_through_an_outage_shorter_than_its_lookahead(base: &str) {
+    let (url, proxy) = settled_pool(base, "ride");
+    let dir = tempfile::tempdir().unwrap();
+    let g = build_short(&url, dir.path()).unwrap();
+    let mut ids = Vec::new();
+    assert_eq!(issue_for(&g, Duration::from_millis(1500), &mut ids), None);
+    proxy.set_blackhole(true);
+    let stop = issue_for(&g, Duration::from_secs(5), &mut ids);
+    proxy.set_blackhole(false);
+    assert_eq!(stop, None, "stopped during a 5 s outage");
+    // Let the heartbeat persist again (its blackholed call times out after 3 s).
+    assert_eq!(issue_for(&g, Duration::from_secs(4), &mut ids), None);
+    proxy.set_down(true);
+    let stop = issue_for(&g, Duration::from_secs(12), &mut ids);
+    proxy.set_down(false);
+    let stop = stop.expect("issued through a 12 s outage, past its 8 s bound");
+    println!("stopped {stop:?} into a 12 s outage");
+    assert!(
+        stop > Duration::from_secs(4),
+        "stopped {stop:?} into the outage"
+    );
+    let healed = Instant::now();
+    loop {
+        if let Ok(id) = g.next_id() {
+            ids.push(id);
+            break;
+        }
+        assert!(
+            healed.elapsed() < Duration::from_secs(5),
+            "no id after the heal"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    println!("back {:?} after the heal", healed.elapsed());
+    assert!(
+        ids.windows(2).all(|w| w[0] < w[1]),
+        "ids not distinct and increasing"
+    );
+    g.close();
+}
+
+/// Issue 30 (c): the pool's rows deleted while its holder A is cut off. A newcomer B
+/// starts at once (a 2 s hang-catcher: before, it watched 3.5 s) on the same worker id
+/// while A goes on issuing up to its bound; every id of B is above every id of A.
+fn rows_wiped_while_a_holder_is_cut_off_never_give_an_id_twice(base: &str) {
+    let (url, proxy) = settled_pool(base, "wipe");
+    let (ca, cb) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = build_short(&url, ca.path()).unwrap();
+    let mut ids_a = a.next_ids(100).unwrap();
+    proxy.set_down(true);
+    exec(
+        base,
+        &format!(
+            "DELETE FROM leafid_worker_pool WHERE pool = '{}'",
+            pool_name(&url)
+        ),
+    );
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let direct = format!("{base}{sep}pool={}&pool_size=1", pool_name(&url));
+    let (b, first_b, took) = first_id(&direct, cb.path(), Duration::from_secs(2));
+    println!("newcomer's first id after {took:?}");
+    assert_eq!(a.worker_id(), b.worker_id());
+    let mut ids_b = vec![first_b];
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(2) {
+        if let Ok(v) = a.next_ids(16) {
+            ids_a.extend(v);
+        }
+        ids_b.extend(b.next_ids(16).unwrap());
+    }
+    let top_a = *ids_a.iter().max().unwrap();
+    let low_b = *ids_b.iter().min().unwrap();
+    assert!(low_b > top_a, "B's {low_b} not above A's {top_a}");
+    proxy.set_down(false);
+    b.close();
+    a.close();
+}
+
+#[test]
+fn mysql_first_id_of_a_fresh_pool_comes_at_once() {
+    first_id_of_a_fresh_pool_comes_at_once(&mysql());
+}
+
+#[test]
+fn mysql_a_holder_rides_through_an_outage_shorter_than_its_lookahead() {
+    a_holder_rides_through_an_outage_shorter_than_its_lookahead(&mysql());
+}
+
+#[test]
+fn mysql_rows_wiped_while_a_holder_is_cut_off_never_give_an_id_twice() {
+    rows_wiped_while_a_holder_is_cut_off_never_give_an_id_twice(&mysql());
+}
+
+#[cfg(feature = "postgres")]
+mod availability_on_postgres {
+    use super::*;
+
+    #[test]
+    fn pg_first_id_of_a_fresh_pool_comes_at_once() {
+        first_id_of_a_fresh_pool_comes_at_once(&postgres());
+    }
+
+    #[test]
+    fn pg_a_holder_rides_through_an_outage_shorter_than_its_lookahead() {
+        a_holder_rides_through_an_outage_shorter_than_its_lookahead(&postgres());
+    }
+
+    #[test]
+    fn pg_rows_wiped_while_a_holder_is_cut_off_never_give_an_id_twice() {
+        rows_wiped_while_a_holder_is_cut_off_never_give_an_id_twice(&postgres());
+    }
+}

@@ -30,6 +30,27 @@ pub trait Registry: Sync {
     /// `None` when nothing it holds expires (`fixed`, `local`: the row then checks that
     /// a newcomer cannot take its id at all).
     fn lease_life(&self) -> Option<Duration>;
+
+    /// The outage rows ([`crate::rows::outage_rows!`]): how long a holder run with the
+    /// rows' settings ([`crate::rows::SHORT`]) keeps its id once cut off (its ZooKeeper
+    /// session expires; its lease row passes its term: the bound, led by up to the
+    /// reach, plus 5 s). Newcomers start then, and again each second until one has it.
+    fn lease_after_cut(&self) -> Duration {
+        self.lease_life().unwrap_or(Duration::from_secs(2))
+    }
+
+    /// The outage rows: deletes every record of `t`'s name, as an operator's cleanup
+    /// does (`deleteall`, the rows deleted or the table truncated).
+    fn wipe(&self, _t: &Target) {
+        unimplemented!("{}: no records to wipe", self.name())
+    }
+
+    /// The outage rows: the URL of the `i`th other process of `t`'s name that may be
+    /// handed a worker id the holder had: another identity (what it leaves behind goes
+    /// into `t.keep`), or, for a pool, the same URL.
+    fn other(&self, t: &mut Target, _i: usize) -> String {
+        t.url.clone()
+    }
 }
 
 /// A fresh config: the URL every process of a row is given.
@@ -218,6 +239,11 @@ impl Worker {
         };
         self.start = Some(start.clone());
         start
+    }
+
+    /// How many ids it has written so far (up to the last few it has not flushed).
+    pub fn issued(&self) -> u64 {
+        std::fs::metadata(&self.out).map_or(0, |m| m.len() / 8)
     }
 
     /// True when it holds a worker id.

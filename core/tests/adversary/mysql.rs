@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::foreign::{foreign_rows, When};
 use crate::harness::{open_dir, unique, Registry, Spawn, Target};
-use crate::rows::{matrix_rows, tampered};
+use crate::rows::{matrix_rows, outage_rows, tampered};
 
 /// The `mysql` row set.
 pub struct Mysql;
@@ -95,6 +95,25 @@ impl Registry for Mysql {
     fn lease_life(&self) -> Option<Duration> {
         Some(Duration::from_secs(13))
     }
+
+    /// The lease row's term: the bound (up to the reach ahead while the clock leads)
+    /// plus 5 s.
+    fn lease_after_cut(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
+    /// Both tables truncated (their `AUTO_INCREMENT` back to 1).
+    fn wipe(&self, t: &Target) {
+        exec(
+            &t.name,
+            "TRUNCATE TABLE leaf_workerid_alloc; TRUNCATE TABLE leafid_worker_lease",
+        );
+    }
+
+    /// Identity 127.0.0.1:{9091+i}: after a wipe its row is the first again.
+    fn other(&self, t: &mut Target, i: usize) -> String {
+        url_of(&t.name, &(9091 + i).to_string())
+    }
 }
 
 /// The URL of database `db` with identity 127.0.0.1:`port`.
@@ -106,6 +125,7 @@ pub fn url_of(db: &str, port: &str) -> String {
 }
 
 matrix_rows!(Mysql);
+outage_rows!(Mysql);
 foreign_rows!(fork_row);
 
 /// The fork's `SnowflakeMySQLHolder` on the identity a leafid uses (issue 20 #2).

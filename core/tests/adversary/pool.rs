@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::harness::{unique, Registry, Spawn, Target};
 use crate::mysql::exec;
-use crate::rows::{matrix_rows, tampered};
+use crate::rows::{matrix_rows, outage_rows, tampered};
 
 /// The pool row set.
 pub struct Pool;
@@ -39,7 +39,7 @@ impl Registry for Pool {
     fn target(&self, row: &str) -> Target {
         let name = unique(&format!("pool{row}"));
         exec("", &format!("CREATE DATABASE `{name}`"));
-        let size = if matches!(row, "same" | "dirs") { 3 } else { 1 };
+        let size = pool_size(row);
         let mut url = base();
         url.set_path(&name);
         url.set_query(Some(&format!("pool=adv&pool_size={size}")));
@@ -61,9 +61,32 @@ impl Registry for Pool {
     fn lease_life(&self) -> Option<Duration> {
         Some(Duration::from_secs(13))
     }
+
+    /// The lease row's term: the bound (up to the reach ahead while the clock leads)
+    /// plus 5 s.
+    fn lease_after_cut(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
+    /// The table truncated.
+    fn wipe(&self, t: &Target) {
+        exec(&t.name, "TRUNCATE TABLE leafid_worker_pool");
+    }
+}
+
+/// The pool's size for a row: three where several processes hold ids at once (one
+/// config in several processes; a restart beside another holder), else one, so that a
+/// newcomer can only take the id its holder has.
+fn pool_size(row: &str) -> u32 {
+    if matches!(row, "same" | "dirs" | "restart") {
+        3
+    } else {
+        1
+    }
 }
 
 matrix_rows!(Pool);
+outage_rows!(Pool);
 
 /// The holder's row deleted (a cleanup): a newcomer inserts the id afresh, with no
 /// floor; another comes through another path.
@@ -107,7 +130,7 @@ mod on_postgres {
     use std::time::Duration;
 
     use crate::harness::{unique, Registry, Target};
-    use crate::rows::matrix_rows;
+    use crate::rows::{matrix_rows, outage_rows};
 
     /// The PostgreSQL pool row set.
     pub struct PgPool;
@@ -118,22 +141,27 @@ mod on_postgres {
         url::Url::parse(&url).expect("LEAFID_PG_URL")
     }
 
+    /// Deletes pool `pool`'s rows.
+    fn forget(pool: &str) {
+        let sql = format!("DELETE FROM leafid_worker_pool WHERE pool = '{pool}'");
+        leafid::runtime::block_on(async move {
+            use sqlx::Connection;
+            let mut c = sqlx::PgConnection::connect(base().as_str())
+                .await
+                .expect("connect");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut c)
+                .await
+                .expect("sql");
+        });
+    }
+
     /// Deletes its pool's rows when the row ends.
     struct Forget(String);
 
     impl Drop for Forget {
         fn drop(&mut self) {
-            let sql = format!("DELETE FROM leafid_worker_pool WHERE pool = '{}'", self.0);
-            leafid::runtime::block_on(async move {
-                use sqlx::Connection;
-                let mut c = sqlx::PgConnection::connect(base().as_str())
-                    .await
-                    .expect("connect");
-                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                    .execute(&mut c)
-                    .await
-                    .expect("sql");
-            });
+            forget(&self.0);
         }
     }
 
@@ -144,7 +172,7 @@ mod on_postgres {
 
         fn target(&self, row: &str) -> Target {
             let name = unique(&format!("pool{row}"));
-            let size = if matches!(row, "same" | "dirs") { 3 } else { 1 };
+            let size = super::pool_size(row);
             let mut url = base();
             url.set_query(Some(&format!("pool={name}&pool_size={size}")));
             let b = base();
@@ -163,7 +191,18 @@ mod on_postgres {
         fn lease_life(&self) -> Option<Duration> {
             Some(Duration::from_secs(13))
         }
+
+        /// As on MySQL.
+        fn lease_after_cut(&self) -> Duration {
+            Duration::from_secs(10)
+        }
+
+        /// The pool's rows deleted.
+        fn wipe(&self, t: &Target) {
+            forget(&t.name);
+        }
     }
 
     matrix_rows!(PgPool);
+    outage_rows!(PgPool);
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::harness::{unique, Registry, Spawn, Target};
-use crate::rows::{matrix_rows, tampered};
+use crate::rows::{matrix_rows, outage_rows, tampered};
 
 /// The `postgres` row set.
 pub struct Postgres;
@@ -21,10 +21,17 @@ fn base() -> url::Url {
 
 /// Runs `sql` on `LEAFID_PG_URL`.
 fn exec(sql: &str) {
+    exec_on(&base(), sql);
+}
+
+/// Runs `sql` on the database of `url` (its query dropped).
+fn exec_on(url: &url::Url, sql: &str) {
+    let mut url = url.clone();
+    url.set_query(None);
     let sql = sql.to_string();
     leafid::runtime::block_on(async move {
         use sqlx::Connection;
-        let mut c = sqlx::PgConnection::connect(base().as_str())
+        let mut c = sqlx::PgConnection::connect(url.as_str())
             .await
             .expect("connect");
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
@@ -46,19 +53,40 @@ impl Drop for Identity {
     }
 }
 
+/// A database of a row's own, dropped when the row ends: the wipe row's newcomers take
+/// one of the first few free ids at random, which other rows' identities in the shared
+/// database would take too.
+struct Database(String);
+
+impl Database {
+    fn create(row: &str) -> Database {
+        let name = unique(row).to_lowercase();
+        exec(&format!("CREATE DATABASE {name}"));
+        Database(name)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        exec(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.0));
+    }
+}
+
 impl Registry for Postgres {
     fn name(&self) -> &'static str {
         "postgres"
     }
 
     fn target(&self, row: &str) -> Target {
-        let name = unique(row);
-        // A port from the unique name: no other row or run has it.
-        let port = 1 + name
-            .bytes()
-            .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
-            % 65000;
+        let port = unique_port(row);
         let mut url = base();
+        let mut keep: Vec<Box<dyn std::any::Any>> =
+            vec![Box::new(Identity(format!("127.0.0.1:{port}")))];
+        if row == "wipe" {
+            let db = Database::create(row);
+            url.set_path(&db.0);
+            keep.push(Box::new(db));
+        }
         url.set_query(Some(&format!("port={port}&ip=127.0.0.1")));
         let b = base();
         Target {
@@ -68,7 +96,7 @@ impl Registry for Postgres {
                 b.host_str().unwrap(),
                 b.port().unwrap_or(5432)
             )),
-            keep: vec![Box::new(Identity(format!("127.0.0.1:{port}")))],
+            keep,
             name: format!("127.0.0.1:{port}"),
         }
     }
@@ -78,9 +106,47 @@ impl Registry for Postgres {
     fn lease_life(&self) -> Option<Duration> {
         Some(Duration::from_secs(13))
     }
+
+    /// The lease row's term: the bound (up to the reach ahead while the clock leads)
+    /// plus 5 s.
+    fn lease_after_cut(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+
+    /// The identity's row deleted.
+    fn wipe(&self, t: &Target) {
+        exec_on(
+            &url::Url::parse(&t.url).unwrap(),
+            &format!(
+                "DELETE FROM leafid_worker_pool WHERE pool = '' AND identity = '{}'",
+                t.name
+            ),
+        );
+    }
+
+    /// An identity of its own in `t`'s database (deleted when the row ends). A new
+    /// identity takes one of the first few free ids at random: the rows start newcomers
+    /// until one has the holder's, and each that does not keeps its id (its row stays)
+    /// out of the next one's way.
+    fn other(&self, t: &mut Target, i: usize) -> String {
+        let port = unique_port(&format!("other{i}"));
+        t.keep.push(Box::new(Identity(format!("127.0.0.1:{port}"))));
+        let mut url = url::Url::parse(&t.url).unwrap();
+        url.set_query(Some(&format!("port={port}&ip=127.0.0.1")));
+        url.to_string()
+    }
+}
+
+/// A port from a unique name: no other row or run has it.
+fn unique_port(row: &str) -> u32 {
+    1 + unique(row)
+        .bytes()
+        .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(b as u32))
+        % 65000
 }
 
 matrix_rows!(Postgres);
+outage_rows!(Postgres);
 
 /// The holder's row deleted: its identity on another path inserts it afresh.
 #[test]

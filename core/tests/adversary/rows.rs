@@ -2,9 +2,10 @@
 //! registry module. A registry's own adversaries (foreign writers, its records tampered
 //! with) use [`tampered`] and [`crate::harness`] directly.
 
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
-use crate::harness::{open_dir, pause, say, spawn, Registry, Spawn, Tally, Worker};
+use crate::harness::{open_dir, pause, say, spawn, Registry, Spawn, Start, Tally, Worker};
 
 /// The generic rows as `#[test]`s of the calling module, for the registry `$reg`.
 macro_rules! matrix_rows {
@@ -36,6 +37,41 @@ macro_rules! matrix_rows {
     };
 }
 pub(crate) use matrix_rows;
+
+/// Issue 30's rows (goal 6) as `#[test]`s of the calling module, for the networked
+/// registry `$reg`: a holder cut off from its registry keeps issuing up to the bound the
+/// registry holds (fence rule 5) while a newcomer takes its id after the lease ran out,
+/// or at once after a wipe; a restart while the registry is down, then the heal. Each
+/// also with the clocks apart ([`Clocks::Apart`]).
+macro_rules! outage_rows {
+    ($reg:expr) => {
+        #[test]
+        fn partitioned_holder_keeps_issuing_while_a_newcomer_takes_its_id() {
+            crate::rows::partitioned(&$reg, crate::rows::Clocks::InStep)
+        }
+        #[test]
+        fn partitioned_holder_keeps_issuing_while_a_newcomer_takes_its_id_clocks_apart() {
+            crate::rows::partitioned(&$reg, crate::rows::Clocks::Apart)
+        }
+        #[test]
+        fn registry_wiped_while_a_holder_is_cut_off() {
+            crate::rows::wiped(&$reg, crate::rows::Clocks::InStep)
+        }
+        #[test]
+        fn registry_wiped_while_a_holder_is_cut_off_clocks_apart() {
+            crate::rows::wiped(&$reg, crate::rows::Clocks::Apart)
+        }
+        #[test]
+        fn restart_during_an_outage_then_heal() {
+            crate::rows::restarted(&$reg, crate::rows::Clocks::InStep)
+        }
+        #[test]
+        fn restart_during_an_outage_then_heal_clocks_apart() {
+            crate::rows::restarted(&$reg, crate::rows::Clocks::Apart)
+        }
+    };
+}
+pub(crate) use outage_rows;
 
 /// Waits until every worker has started (holds an id or was refused).
 fn all_started(ws: &mut [Worker]) {
@@ -273,6 +309,260 @@ pub fn tampered(
     all_started(&mut ws);
     pause(2.5);
     ws.insert(0, a);
+    tally.stop_all(ws);
+    tally.finish();
+}
+
+/// The outage rows' generator settings, one set for every process of a row (holders of
+/// one identity share them, fence rule 5). Short, so that a row takes seconds: a cut-off
+/// holder rides through at most the lookahead, and a name's first holder, which floors
+/// at the registry's clock plus the reach (lookahead + max_skew + 1 s = 5 s), leads the
+/// clock for at most twice that. A small reach also lets a newcomer that lost the
+/// floor (a broken variant) issue, within the row, over the timestamps its predecessor
+/// issued ahead of the clock.
+pub struct Short {
+    /// The heartbeat (ms).
+    pub heartbeat_ms: u64,
+    /// The lookahead (ms).
+    pub lookahead_ms: u64,
+    /// `max_skew` (ms).
+    pub max_skew_ms: u64,
+    /// Ids per second per worker: enough that every millisecond a worker issues in has
+    /// ids at low sequence numbers (where two holders of one id collide), little CPU.
+    pub rate: u64,
+}
+
+/// The outage rows' settings.
+pub const SHORT: Short = Short {
+    heartbeat_ms: 300,
+    lookahead_ms: 2_000,
+    max_skew_ms: 2_000,
+    rate: 20_000,
+};
+
+/// In the `_clocks_apart` rows the holder's clock runs this far ahead of the registry's
+/// and the newcomer's (or restarted process's) this far behind: 3 s apart, more than
+/// `max_skew`, each within it of the registry (by a round trip's margin), the direction
+/// in which a newcomer's own clock would floor it below what the holder issued.
+pub const APART_S: f64 = 1.5;
+
+/// The clocks of an outage row's processes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Clocks {
+    /// Every process on the host's clock.
+    InStep,
+    /// The holder [`APART_S`] ahead, the newcomer as far behind (libfaketime).
+    Apart,
+}
+
+impl Clocks {
+    /// The row's name with its clocks.
+    fn row(self, what: &str) -> String {
+        match self {
+            Clocks::InStep => what.to_string(),
+            Clocks::Apart => format!("{what}, clocks ±{APART_S} s"),
+        }
+    }
+
+    /// The holder's and the newcomer's extra environment; `None` when the clocks must be
+    /// apart and libfaketime is not installed.
+    fn env(self) -> Option<(Vec<(String, String)>, Vec<(String, String)>)> {
+        match self {
+            Clocks::InStep => Some((Vec::new(), Vec::new())),
+            Clocks::Apart => Some((
+                faketime(&format!("+{APART_S}"))?,
+                faketime(&format!("-{APART_S}"))?,
+            )),
+        }
+    }
+}
+
+/// A worker of `url` with [`SHORT`] and `clock` (libfaketime's environment, or none).
+fn short(url: &str, clock: &[(String, String)]) -> Spawn {
+    use crate::worker::{HEARTBEAT_MS, LOOKAHEAD_MS, MAX_SKEW_MS, RATE};
+    let mut env: Vec<(String, String)> = [
+        (HEARTBEAT_MS, SHORT.heartbeat_ms),
+        (LOOKAHEAD_MS, SHORT.lookahead_ms),
+        (MAX_SKEW_MS, SHORT.max_skew_ms),
+        (RATE, SHORT.rate),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    env.extend_from_slice(clock);
+    Spawn {
+        env,
+        ..Spawn::url(url)
+    }
+}
+
+/// The holder of an outage row: started, and its worker id (a row whose holder cannot
+/// start tests nothing).
+fn holder(reg: &dyn Registry, dir: &Path, how: Spawn) -> (Worker, u32) {
+    let mut a = spawn("holder", dir, how);
+    match a.started() {
+        Start::Live(id) => (a, id),
+        Start::Refused(code, msg) => {
+            panic!("{}: the holder did not start: {code} {msg}", reg.name())
+        }
+    }
+}
+
+/// Starts newcomers (the `i`th as `how(i)`) until one holds worker `id`, `gap` apart,
+/// at most 15; the others are stopped and counted. Panics when none does: the row would
+/// have tested nothing.
+fn newcomer_on(
+    reg: &dyn Registry,
+    tally: &mut Tally,
+    dir: &Path,
+    id: u32,
+    gap: Duration,
+    mut how: impl FnMut(usize) -> Spawn,
+) -> Worker {
+    for i in 0..15 {
+        let mut w = spawn(&format!("newcomer{i}"), dir, how(i));
+        if w.started() == Start::Live(id) {
+            tally.note(format!("newcomer{i} took worker {id}"));
+            return w;
+        }
+        tally.stop(w);
+        std::thread::sleep(gap);
+    }
+    panic!(
+        "{}: no newcomer took worker {id}: the row tested nothing",
+        reg.name()
+    );
+}
+
+/// A holder (through a proxy) partitioned from its registry (the proxy blackholes) keeps
+/// issuing up to the bound its registry holds; once its session expired or its lease
+/// row passed its term, a newcomer on the direct path takes its id (floored at that
+/// bound); then the partition heals. Row 1 of issue 30 goal 6.
+pub fn partitioned(reg: &dyn Registry, clocks: Clocks) {
+    let mut tally = Tally::new(reg, &clocks.row("holder partitioned, newcomer takes id"));
+    let Some((ahead, behind)) = clocks.env() else {
+        tally.note("not run: libfaketime is not installed (apt-get install faketime)");
+        return tally.finish();
+    };
+    let t = reg.target("part");
+    let proxy = t.proxy().expect("an outage row needs a service");
+    let dir = open_dir();
+    let (a, id) = holder(reg, dir.path(), short(&t.via(&proxy).unwrap(), &ahead));
+    pause(1.0);
+    proxy.set_blackhole(true);
+    let (cut, at_cut) = (Instant::now(), a.issued());
+    std::thread::sleep(reg.lease_after_cut());
+    let b = newcomer_on(
+        reg,
+        &mut tally,
+        dir.path(),
+        id,
+        Duration::from_secs(1),
+        |_| short(&t.url, &behind),
+    );
+    tally.note(format!(
+        "holder issued {} ids cut off; newcomer {:.1} s after the cut",
+        a.issued() - at_cut,
+        cut.elapsed().as_secs_f64()
+    ));
+    pause(2.0);
+    proxy.set_blackhole(false);
+    pause(1.5);
+    tally.stop_all(vec![a, b]);
+    tally.finish();
+}
+
+/// A holder (through a proxy) cut off from its registry (the proxy refuses) keeps
+/// issuing; the registry is wiped meanwhile ([`Registry::wipe`]) and a newcomer of
+/// another identity starts at once on the holder's id (floored at the registry's clock
+/// plus the reach); then the holder's path heals. Row 2 of issue 30 goal 6.
+pub fn wiped(reg: &dyn Registry, clocks: Clocks) {
+    let mut tally = Tally::new(reg, &clocks.row("registry wiped, holder cut off"));
+    let Some((ahead, behind)) = clocks.env() else {
+        tally.note("not run: libfaketime is not installed (apt-get install faketime)");
+        return tally.finish();
+    };
+    let mut t = reg.target("wipe");
+    let proxy = t.proxy().expect("an outage row needs a service");
+    let dir = open_dir();
+    let (a, id) = holder(reg, dir.path(), short(&t.via(&proxy).unwrap(), &ahead));
+    pause(1.0);
+    proxy.set_down(true);
+    let (cut, at_cut) = (Instant::now(), a.issued());
+    reg.wipe(&t);
+    // Another try at once: nothing expires here, a try lands on a random free id.
+    let b = newcomer_on(reg, &mut tally, dir.path(), id, Duration::ZERO, |i| {
+        short(&reg.other(&mut t, i), &behind)
+    });
+    tally.note(format!(
+        "newcomer {:.1} s after the cut",
+        cut.elapsed().as_secs_f64()
+    ));
+    pause(2.5);
+    tally.note(format!("holder issued {} ids cut off", a.issued() - at_cut));
+    proxy.set_down(false);
+    pause(1.5);
+    tally.stop_all(vec![a, b]);
+    tally.finish();
+}
+
+/// How long the registry stays down after a restart in [`restarted`]: past the reach,
+/// so a restart that lost its predecessor's bound (a broken variant) would issue, within
+/// the row, over the timestamps the predecessor issued ahead of the clock.
+const RESTART_OUTAGE: Duration = Duration::from_millis(5_500);
+
+/// Beside another holder of the name (on the direct path), a holder (through a proxy)
+/// is killed (SIGKILL) and restarted with the registry refused, on the same cache
+/// directory: on `zookeeper://` and `?port=` it issues from its cache file, on leased
+/// ids (pools, `zookeeper-recycle`) it is refused and started again after the heal.
+/// Row 3 of issue 30 goal 6.
+pub fn restarted(reg: &dyn Registry, clocks: Clocks) {
+    let mut tally = Tally::new(reg, &clocks.row("restart during an outage, heal"));
+    let Some((ahead, behind)) = clocks.env() else {
+        tally.note("not run: libfaketime is not installed (apt-get install faketime)");
+        return tally.finish();
+    };
+    let mut t = reg.target("restart");
+    let proxy = t.proxy().expect("an outage row needs a service");
+    let dir = open_dir();
+    let via = t.via(&proxy).unwrap();
+    let cache = Some(dir.path().join("holder.cache"));
+    let with_cache = |clock: &[(String, String)]| Spawn {
+        cache: cache.clone(),
+        ..short(&via, clock)
+    };
+    let mut beside = spawn("beside", dir.path(), short(&reg.other(&mut t, 0), &[]));
+    let (a, _) = holder(reg, dir.path(), with_cache(&ahead));
+    beside.started();
+    pause(1.0);
+    a.signal(libc::SIGKILL);
+    tally.stop(a);
+    proxy.set_down(true);
+    let down = Instant::now();
+    let mut r = spawn("restarted", dir.path(), with_cache(&behind));
+    let live = match r.started() {
+        Start::Live(w) => {
+            tally.note(format!(
+                "restarted on worker {w} from its cache {:.1} s into the outage",
+                down.elapsed().as_secs_f64()
+            ));
+            true
+        }
+        Start::Refused(code, _) => {
+            tally.note(format!("restart refused while down ({code})"));
+            false
+        }
+    };
+    std::thread::sleep(RESTART_OUTAGE.saturating_sub(down.elapsed()));
+    proxy.set_down(false);
+    pause(2.0);
+    let mut ws = vec![beside, r];
+    if !live {
+        let mut again = spawn("after heal", dir.path(), with_cache(&behind));
+        again.started();
+        pause(1.5);
+        ws.push(again);
+    }
     tally.stop_all(ws);
     tally.finish();
 }

@@ -1,13 +1,16 @@
 //! A worker process of the matrix: this test binary re-run with `--ignored --exact
 //! adversary_worker` and its orders in the environment (set by [`crate::harness`]).
 //!
-//! It builds one snowflake generator from `LEAFID_ADV_URL` (cache in `LEAFID_ADV_CACHE`),
-//! prints `ADV ready <worker id>` or `ADV refused <code> <message>`, then issues at up
-//! to `LEAFID_ADV_RATE` ids per second, appending each id (8 bytes, little-endian) to
-//! `LEAFID_ADV_OUT`, until its stdin closes (or 120 s). It flushes every few ids, so a
-//! process frozen or killed leaves on disk all it issued. Errors while issuing are
-//! counted and retried after 5 ms (a holder that lost its lease keeps trying, as a
-//! caller would). It closes the generator and prints `ADV done <ids> <errors> <first>`.
+//! It builds one snowflake generator from `LEAFID_ADV_URL` (cache in `LEAFID_ADV_CACHE`;
+//! `LEAFID_ADV_HEARTBEAT_MS`, `LEAFID_ADV_LOOKAHEAD_MS` and `LEAFID_ADV_MAX_SKEW_MS`,
+//! when set, replace the builder's defaults: the outage rows' short settings,
+//! `rows::SHORT`), prints `ADV ready <worker id>` or `ADV refused <code> <message>`,
+//! then issues at up to `LEAFID_ADV_RATE` ids per second, appending each id (8 bytes,
+//! little-endian) to `LEAFID_ADV_OUT`, until its stdin closes (or 120 s). It flushes
+//! every few ids, so a process frozen or killed leaves on disk all it issued. Errors
+//! while issuing are counted and retried after 5 ms (a holder that lost its lease keeps
+//! trying, as a caller would). It closes the generator and prints `ADV done <ids>
+//! <errors> <first>`.
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +25,12 @@ pub const CACHE: &str = "LEAFID_ADV_CACHE";
 pub const OUT: &str = "LEAFID_ADV_OUT";
 /// Ids per second, at most.
 pub const RATE: &str = "LEAFID_ADV_RATE";
+/// The generator's heartbeat, in ms (else the builder's default).
+pub const HEARTBEAT_MS: &str = "LEAFID_ADV_HEARTBEAT_MS";
+/// The generator's lookahead, in ms (else the builder's default).
+pub const LOOKAHEAD_MS: &str = "LEAFID_ADV_LOOKAHEAD_MS";
+/// The generator's `max_skew`, in ms (else the builder's default).
+pub const MAX_SKEW_MS: &str = "LEAFID_ADV_MAX_SKEW_MS";
 /// A `statefulset` worker: every renew stalls this many ms between its check of the
 /// bound file and its write (a hung volume), from its start on.
 pub const STALL_WRITES_MS: &str = "LEAFID_ADV_STALL_WRITES_MS";
@@ -43,6 +52,18 @@ pub fn main() {
         .map(|b| match std::env::var(CACHE) {
             Ok(dir) => b.cache_dir(dir),
             Err(_) => b,
+        })
+        .map(|b| match ms_var(HEARTBEAT_MS) {
+            Some(d) => b.heartbeat(d),
+            None => b,
+        })
+        .map(|b| match ms_var(LOOKAHEAD_MS) {
+            Some(d) => b.lookahead(d),
+            None => b,
+        })
+        .map(|b| match ms_var(MAX_SKEW_MS) {
+            Some(d) => b.max_skew(d),
+            None => b,
         })
         .and_then(|b| b.build_blocking());
     let gen = match built {
@@ -113,4 +134,10 @@ pub fn main() {
     gen.close();
     println!("ADV done {ids} {errors} {first_error}");
     std::process::exit(0);
+}
+
+/// A duration in ms from the environment variable `var`, when set.
+fn ms_var(var: &str) -> Option<Duration> {
+    let ms = std::env::var(var).ok()?.parse().ok()?;
+    Some(Duration::from_millis(ms))
 }

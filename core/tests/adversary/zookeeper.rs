@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::foreign::{foreign_rows, When};
 use crate::harness::{open_dir, unique, Registry, Spawn, Target};
-use crate::rows::{matrix_rows, tampered};
+use crate::rows::{matrix_rows, outage_rows, tampered};
 
 /// The `zookeeper` row set.
 pub struct Zookeeper;
@@ -39,6 +39,20 @@ impl Registry for Zookeeper {
     fn lease_life(&self) -> Option<Duration> {
         Some(Duration::from_secs(8))
     }
+
+    fn lease_after_cut(&self) -> Duration {
+        Duration::from_millis(6_500)
+    }
+
+    /// `deleteall /snowflake/{name}`.
+    fn wipe(&self, t: &Target) {
+        admin::delete_all(&format!("/snowflake/{}", t.name));
+    }
+
+    /// Identity 127.0.0.1:808{1+i}: after a wipe its forever node is the first again.
+    fn other(&self, t: &mut Target, i: usize) -> String {
+        url_of(&zk(), &t.name, &(8081 + i).to_string())
+    }
 }
 
 /// The URL of leaf name `name` with identity 127.0.0.1:`port`.
@@ -47,6 +61,7 @@ pub fn url_of(connect: &str, name: &str, port: &str) -> String {
 }
 
 matrix_rows!(Zookeeper);
+outage_rows!(Zookeeper);
 foreign_rows!(java_row);
 
 /// Java Leaf's `SnowflakeZookeeperHolder` on the identity a leafid uses (issue 20 #3,

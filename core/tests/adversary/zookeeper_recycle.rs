@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::foreign::{foreign_rows, When};
 use crate::fork_recycle::{ForkConfig, ForkServer};
 use crate::harness::{unique, Registry, Spawn, Start, Target};
-use crate::rows::{matrix_rows, tampered};
+use crate::rows::{matrix_rows, outage_rows, tampered};
 use crate::zookeeper::{admin, zk};
 
 /// The `zookeeper-recycle` row set.
@@ -33,9 +33,19 @@ impl Registry for Recycle {
     fn lease_life(&self) -> Option<Duration> {
         Some(Duration::from_secs(8))
     }
+
+    fn lease_after_cut(&self) -> Duration {
+        Duration::from_millis(6_500)
+    }
+
+    /// `deleteall /snowflake/{name}`.
+    fn wipe(&self, t: &Target) {
+        admin::delete_all(&format!("/snowflake/{}", t.name));
+    }
 }
 
 matrix_rows!(Recycle);
+outage_rows!(Recycle);
 foreign_rows!(fork_row);
 
 /// The fork's `zk_recycle` server (`RecyclableZookeeperHolder`) on the same name (issue

@@ -443,3 +443,82 @@ fn a_lease_table_of_an_older_leafid_is_migrated() {
     .unwrap();
     assert_eq!(again.floor_ms, bound, "the bound went to the added column");
 }
+
+/// The first id of `g`'s build, retried until `within`; how long from `started`.
+fn first_id_within(
+    g: &SnowflakeGenerator,
+    started: std::time::Instant,
+    within: std::time::Duration,
+) -> (i64, std::time::Duration) {
+    loop {
+        match g.next_id() {
+            Ok(id) => return (id, started.elapsed()),
+            Err(e) => assert!(
+                started.elapsed() < within,
+                "no first id within {within:?}: {e}"
+            ),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+/// Issue 30 goal 2: a row leafid has just inserted had no fork server on it (a fork
+/// server inserts its row before it issues), so its first id comes at once. A
+/// hang-catcher only (2 s): before, a new row was watched 3.5 s.
+#[test]
+fn a_new_rows_first_id_comes_at_once() {
+    let ip = unique_ip(11);
+    let cache = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let g = gen(&ip, "1", cache.path()).unwrap();
+    let (_, took) = first_id_within(&g, started, std::time::Duration::from_secs(2));
+    println!("new ?port= row: first id after {took:?}");
+    g.close();
+}
+
+/// Issue 30 goal 5: a restart right after a SIGKILL finds the lease row still naming
+/// its dead predecessor of this host, here one its supervisor has not reaped yet (a
+/// zombie still answers `kill(pid, 0)`). It takes the lease at once, the row's bound
+/// its floor, and watches only the 1.5 s a fork server started since could take to
+/// upload. Before, the zombie counted as live: `WorkerIdInUse` naming it until the
+/// lease ran out (its bound plus 5 s). The hang-catcher (3 s) only catches that.
+#[test]
+fn a_restart_takes_the_lease_of_its_sigkilled_predecessor_at_once() {
+    use leafid::snowflake::registry::host_lock::Holder;
+    let ip = unique_ip(12);
+    let cache = tempfile::tempdir().unwrap();
+    let g = gen(&ip, "1", cache.path()).unwrap();
+    let worker = g.worker_id();
+    let last = *g.next_ids(100).unwrap().last().unwrap();
+    let last_ms = g.decode(last).timestamp_ms;
+    g.close();
+    // The predecessor as a SIGKILL leaves it: the lease live for a minute, its bound
+    // its last id's time (it issued up to it), its pid a process of this host that
+    // exited and is not reaped.
+    let mut zombie = std::process::Command::new("true").spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let mut dead = Holder::this_process();
+    dead.pid = zombie.id();
+    let bound = last_ms;
+    exec(
+        "UPDATE leafid_worker_lease SET holder = 'killed', holder_info = ?, bound_ms = ?, \
+         expires_at = NOW(3) + INTERVAL 60 SECOND WHERE worker_id = ?",
+        vec![
+            serde_json::to_string(&dead).unwrap(),
+            bound.to_string(),
+            worker.to_string(),
+        ],
+    );
+    let started = std::time::Instant::now();
+    let g = gen(&ip, "1", tempfile::tempdir().unwrap().path()).unwrap();
+    let (first, took) = first_id_within(&g, started, std::time::Duration::from_secs(3));
+    println!("restart after SIGKILL on ?port=: first id after {took:?}");
+    assert_eq!(g.worker_id(), worker);
+    assert!(first > last);
+    assert!(
+        g.decode(first).timestamp_ms > bound,
+        "first id at or below the dead one's bound"
+    );
+    g.close();
+    zombie.wait().unwrap();
+}

@@ -320,6 +320,13 @@ mod tests {
         assert!(body.contains("Result{id=-4, status=EXCEPTION}"), "{body}");
         // Catches the 10 s wait (MAX_ASYNC_WAIT), with room for a slow machine.
         assert!(took < Duration::from_secs(2), "Leaf's error after {took:?}");
+        eprintln!("Leaf's -4 after {took:?}");
+        let (status, health) = get("/health");
+        assert_eq!(status, 503, "{health}");
+        assert!(
+            health.contains("waitingOn") && !health.contains("\"held\""),
+            "{health}"
+        );
         gen.close_within(Duration::ZERO);
     }
 }

@@ -42,7 +42,7 @@ const OPENING_WAIT: Duration = Duration::from_secs(1);
 
 /// How far the bound must lead the clock for a generator to count as open: many
 /// heartbeat round trips on a loopback or LAN registry.
-const OPENING_ROOM_MS: i64 = 50;
+const OPENING_ROOM_MS: i64 = 20;
 
 /// Waits until `gen` issues with some room: a generator whose floor leads the clock (a
 /// fresh or unrecorded id on the ZooKeeper and database layouts, at 79adb00) comes out

@@ -22,9 +22,10 @@
 //! been silent on for two fifths of it is dropped (stricter than the Java client's two
 //! thirds, so a lease holder learns of trouble well before the server can expire it) and
 //! the session resumed on the next server of the ensemble (state `Disconnected`
-//! meanwhile, calls fail with `ConnectionLoss`); a server that no longer knows the
-//! session, or no server reached before the timeout has passed since the last word from
-//! one, ends it (`Expired`). A reply that is not for the oldest call in flight (ZooKeeper
+//! meanwhile, calls fail with `ConnectionLoss`, for as long as no server answers); a
+//! server that no longer knows the session ends it (`Expired`). Only a server decides
+//! that, as in Java's client: a holder cut off from the ensemble keeps issuing up to the
+//! bound ZooKeeper holds (fence rule 5) and learns of an expiry when it is back. A reply that is not for the oldest call in flight (ZooKeeper
 //! answers in order) means the connection cannot be trusted: it is dropped and the
 //! session resumed as for any other connection loss. Dropping the last clone of a
 //! [`Client`] closes the session.

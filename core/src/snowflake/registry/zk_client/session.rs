@@ -32,7 +32,9 @@ pub enum SessionState {
     SyncConnected,
     /// Between servers; the session may still be resumed.
     Disconnected,
-    /// The session ended on the server side (or could not be resumed in time).
+    /// The session ended: a server said so (it expired it, or refused to resume it), or
+    /// refused the credentials on a reconnect. Never decided by this client's clock
+    /// alone: a client that reaches no server stays `Disconnected`.
     Expired,
     /// Closed by this client.
     Closed,
@@ -105,10 +107,6 @@ impl Session {
             // The server forgets this connection's watches with it, and they are not
             // set again on the next one: each reports SessionLost to its owner.
             self.watches.clear();
-            let last_heard = match outcome {
-                Ended::Lost(at) => at,
-                _ => Instant::now(),
-            };
             match outcome {
                 Ended::ByUs => {
                     self.state.send_replace(SessionState::Closed);
@@ -119,10 +117,10 @@ impl Session {
                     fail_all(&mut calls, ZkError::SessionExpired);
                     return;
                 }
-                Ended::Lost(_) => {}
+                Ended::Lost => {}
             }
             self.state.send_replace(SessionState::Disconnected);
-            match self.resume(&mut calls, last_heard + self.timeout).await {
+            match self.resume(&mut calls).await {
                 Some(s) => {
                     self.state.send_replace(SessionState::SyncConnected);
                     stream = s;
@@ -141,21 +139,19 @@ impl Session {
         }
     }
 
-    /// Reconnects to the next servers in turn until the session timeout has passed
-    /// since the last reply; fails calls made meanwhile with `ConnectionLoss`.
-    async fn resume(
-        &mut self,
-        calls: &mut mpsc::UnboundedReceiver<Call>,
-        deadline: Instant,
-    ) -> Option<TcpStream> {
+    /// Reconnects to the next servers in turn until one takes the session back or says
+    /// it has ended (`None`, as when every client is gone); fails calls made meanwhile
+    /// with `ConnectionLoss`.
+    ///
+    /// No deadline of its own, as in Java's client: only a server knows whether the
+    /// session expired. A holder cut off from every server keeps its lease in doubt, not
+    /// lost, and issues up to the bound ZooKeeper holds (fence rule 5); it learns of an
+    /// expiry from the first server it reaches again, and re-acquires then.
+    async fn resume(&mut self, calls: &mut mpsc::UnboundedReceiver<Call>) -> Option<TcpStream> {
         let mut pause = Duration::from_millis(50);
         loop {
             self.at = (self.at + 1) % self.hosts.len();
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return None;
-            }
-            let limit = left.min(self.timeout / 3).max(Duration::from_millis(100));
+            let limit = (self.timeout / 3).max(Duration::from_millis(100));
             let shake = handshake(
                 &self.hosts[self.at],
                 self.timeout,
@@ -178,8 +174,7 @@ impl Session {
                 }
             }
             // Between attempts, answer calls at once rather than let them wait.
-            let wait =
-                tokio::time::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+            let wait = tokio::time::sleep(pause);
             tokio::pin!(wait);
             loop {
                 tokio::select! {
@@ -238,16 +233,16 @@ impl Session {
                     frame.0.extend_from_slice(&call.body);
                     if wr.write_all(&frame.framed()).await.is_err() {
                         let _ = call.reply.send(Err(ZkError::ConnectionLoss));
-                        break Ended::Lost(last_read);
+                        break Ended::Lost;
                     }
                     last_write = Instant::now();
                     pending.push_back((xid, call.op, call.reply, call.watch));
                 }
                 frame = frames.recv() => {
-                    let Some(Ok(frame)) = frame else { break Ended::Lost(last_read) };
+                    let Some(Ok(frame)) = frame else { break Ended::Lost };
                     last_read = Instant::now();
                     let Ok((xid, zxid, err, body)) = decode_reply_header(&frame) else {
-                        break Ended::Lost(last_read);
+                        break Ended::Lost;
                     };
                     if xid == XID_PING {
                         continue;
@@ -255,7 +250,7 @@ impl Session {
                     if xid == XID_WATCH_EVENT {
                         match decode_watch_event(body) {
                             Ok((kind, _, path)) => fire(&mut self.watches, kind, &path),
-                            Err(_) => break Ended::Lost(last_read),
+                            Err(_) => break Ended::Lost,
                         }
                         continue;
                     }
@@ -266,7 +261,7 @@ impl Session {
                     if pending.front().map(|p| p.0) != Some(xid) {
                         tracing::warn!(xid, expected = ?pending.front().map(|p| p.0),
                             "ZooKeeper reply out of order; dropping the connection");
-                        break Ended::Lost(last_read);
+                        break Ended::Lost;
                     }
                     let (_, op, reply, watch) = pending.pop_front().expect("front checked above");
                     if let Some(w) = watch {
@@ -304,11 +299,11 @@ impl Session {
                     let mut ping = Out::default();
                     ping.i32(XID_PING).i32(OP_PING);
                     if wr.write_all(&ping.framed()).await.is_err() {
-                        break Ended::Lost(last_read);
+                        break Ended::Lost;
                     }
                     last_write = Instant::now();
                 }
-                _ = tokio::time::sleep_until(dead_at) => break Ended::Lost(last_read),
+                _ = tokio::time::sleep_until(dead_at) => break Ended::Lost,
             }
         };
         for (_, _, reply, _) in pending.drain(..) {
@@ -320,8 +315,8 @@ impl Session {
 
 enum Ended {
     ByUs,
-    /// The connection dropped; when the server was last heard from.
-    Lost(Instant),
+    /// The connection dropped.
+    Lost,
     Expired,
 }
 

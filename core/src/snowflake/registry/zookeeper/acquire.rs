@@ -3,7 +3,7 @@
 //! worker id), and the floor it comes with; on success the guard starts watching.
 //!
 //! Apart from renew and release: this is the start-up path of the module doc's
-//! "Start-up" and fence rules 3 and 5, and the only place a worker id is chosen.
+//! "Start-up" and fence rule 3, and the only place a worker id is chosen.
 
 use std::sync::Arc;
 
@@ -139,9 +139,15 @@ impl ZookeeperRegistry {
                 st.node = Some((path.clone(), id, 0));
                 let claimed = self.claim_worker(&client, id).await?;
                 st.id_version = claimed.version;
-                let unfloored = claimed.bound_ms == i64::MIN;
                 let seen = self
-                    .watch_takeover(&client, &path, id, zk_now, st.last_mzxid, unfloored)
+                    .watch_takeover(
+                        &client,
+                        &path,
+                        id,
+                        zk_now,
+                        st.last_mzxid,
+                        Some(claimed.mzxid),
+                    )
                     .await?;
                 let (stamp, version) = self.read_timestamp(&client, &path).await?;
                 if version != seen.version {
@@ -205,16 +211,11 @@ impl ZookeeperRegistry {
                     // the id itself must be free, and its last holder's bound is the floor.
                     let claimed = self.claim_worker(&client, id).await?;
                     st.id_version = claimed.version;
-                    if claimed.bound_ms == i64::MIN {
-                        // Rule 5: no record of the id's last holder, which may be a holder
-                        // of a deleted tree that is cut off and cannot see the deletion:
-                        // it has stopped after this wait.
-                        let watch_for = Self::unfloored_watch(&client);
-                        tracing::info!(%path, worker_id = id, watch_ms = watch_for.as_millis() as u64,
-                            "no floor recorded for this worker id: waiting out any holder out of touch");
-                        self.watch_unchanged(&client, &path, id, stat, watch_for)
-                            .await?;
-                    }
+                    // No watch: a Java server creates its node before it issues, so none
+                    // uses this one. No record of the id's last holder (a holder of a
+                    // deleted tree, maybe cut off and still issuing up to its bound) is
+                    // no wait either: the generator floors an unrecorded lease above
+                    // every bound written before (fence rule 5).
                     // The node's `timestamp` is ours, written just now: no foreign stamp.
                     let own = Some(claimed.bound_ms).filter(|b| *b != i64::MIN);
                     let recorded = fence::floor_recorded(own, None);

@@ -9,18 +9,16 @@
 //! never mistakes them for a foreign one.
 //!
 //! Watches are not re-registered by the client: when one reports `SessionLost`, the task
-//! reads the node again with a new watch. A session that ended (expired, closed) is a
-//! lost lease; a connection merely between servers is retried (renewals fail meanwhile,
-//! so the generator stops at the last bound ZooKeeper holds, rule 1), and the node is
-//! checked again as soon as the session is back. On a loss the task also gives the
-//! worker-id claim back, so a newcomer waiting for it starts with this holder's bound
-//! as its floor.
+//! reads the node again with a new watch. A session a server reports ended (expired,
+//! closed) is a lost lease; a connection merely down is retried for as long as it takes,
+//! and the node is checked again as soon as the session is back. On a loss the task also
+//! gives the worker-id claim back, so a newcomer waiting for it starts with this holder's
+//! bound as its floor.
 //!
-//! Fence rule 5: while the client reports the connection `Disconnected` (no word from
-//! the server for 2/5 of the session timeout) the holder cannot see a deletion, so the
-//! guard suspends issuing ([`IssueLimit::suspend`]) and keeps it suspended until the
-//! connection is back; the next renew then raises the limit again. A short blip costs
-//! no re-acquire; a session that expired meanwhile is a lost lease as above.
+//! A connection down is no loss (fence rule 5): the holder cannot see a deletion then,
+//! but it issues only up to the bound ZooKeeper holds (rule 1: renewals fail meanwhile),
+//! and whoever takes the id or the wiped tree starts above that bound. So it keeps
+//! issuing through the outage and stops at that bound.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,10 +53,6 @@ pub(super) fn start(
     )))
 }
 
-/// How often a suspension is applied again while disconnected: a renew answered just
-/// before the connection dropped may raise the limit after the first suspension.
-const RESUSPEND: Duration = Duration::from_millis(50);
-
 async fn run(
     client: zk::Client,
     path: String,
@@ -66,10 +60,7 @@ async fn run(
     own: OwnWrite,
     limit: Arc<IssueLimit>,
 ) {
-    let why = tokio::select! {
-        why = watch(&client, &path, &own) => why,
-        never = suspend_while_disconnected(&client, &limit) => match never {},
-    };
+    let why = watch(&client, &path, &own).await;
     tracing::warn!(cause = %why, "the forever node changed under this holder: stopping at once");
     limit.lose();
     // The generator has stopped; its bound is in ids/{id}: a newcomer waiting for this id
@@ -77,27 +68,6 @@ async fn run(
     if let Ok(Some(stat)) = client.check_stat(&id_live).await {
         if stat.ephemeral_owner == client.session_id() {
             let _ = client.delete(&id_live, Some(stat.version)).await;
-        }
-    }
-}
-
-/// Rule 5: suspends issuing for as long as the connection is down. Never returns.
-async fn suspend_while_disconnected(
-    client: &zk::Client,
-    limit: &IssueLimit,
-) -> std::convert::Infallible {
-    let mut states = client.state_watcher();
-    loop {
-        let state = *states.borrow_and_update();
-        if state == zk::SessionState::Disconnected {
-            limit.suspend(crate::snowflake::registry::system_now_ms());
-            tracing::debug!("ZooKeeper connection down: issuing suspended until it is back");
-            let _ = tokio::time::timeout(RESUSPEND, states.changed()).await;
-            continue;
-        }
-        if states.changed().await.is_err() {
-            // The session task is gone: the watch loop sees the session ended.
-            return std::future::pending().await;
         }
     }
 }

@@ -8,7 +8,6 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use super::layout::LiveRecord;
 use super::{State, ZookeeperRegistry};
@@ -16,8 +15,9 @@ use crate::error::Result;
 use crate::snowflake::registry::zk_client as zk;
 use crate::snowflake::registry::{system_now_ms, ClockReading};
 
-/// How often start-up re-reads a live node whose holder has died on this host.
-const POLL: Duration = Duration::from_millis(250);
+/// How many times start-up creates a `live` node it keeps finding taken by a dead
+/// predecessor (each time deleted): a bound for a loop that ends at the first try.
+pub(super) const TAKEOVER_ATTEMPTS: usize = 4;
 
 /// Identities (`name/ip:port`) held by forever registries in this process: two
 /// generators with one identity would share a worker id.
@@ -27,8 +27,33 @@ pub(super) fn held_identities() -> &'static Mutex<HashSet<String>> {
 }
 
 impl ZookeeperRegistry {
+    /// This registry's `live` record, for `holders/…/live` and `ids/{id}/live`.
+    pub(super) fn live_record(&self) -> Vec<u8> {
+        serde_json::to_vec(&LiveRecord {
+            host: crate::snowflake::registry::host_lock::host_name(),
+            pid: std::process::id(),
+            since_ms: system_now_ms(),
+            address: Some(self.address()),
+        })
+        .expect("a live record always serializes")
+    }
+
+    /// True when `other` (a `live` node of another session) was left by this identity's
+    /// previous holder on this host, now dead: SIGKILLed or crashed, its session not yet
+    /// expired. The generator holds this host's lock on the identity before it acquires
+    /// (`generator/session.rs`), so no other process of this host holds the identity, and
+    /// the pid says the writer is gone: nothing can issue under that node any more, and
+    /// its bound in `ids/{id}` floors whoever takes it.
+    pub(super) fn dead_predecessor(&self, other: &LiveRecord) -> bool {
+        other.host == crate::snowflake::registry::host_lock::host_name()
+            && other.address.as_ref().is_none_or(|a| *a == self.address())
+            && !crate::snowflake::registry::host_lock::pid_alive(other.pid)
+    }
+
     /// Marks this session as the identity's live holder: creates the EPHEMERAL `live`
-    /// node, or fails with `WorkerIdInUse` when another session has it. Records
+    /// node, or fails with `WorkerIdInUse` when another session has it. A node left by
+    /// this host's dead predecessor ([`Self::dead_predecessor`]) is deleted and taken at
+    /// once, rather than waited for until ZooKeeper expires its session. Records
     /// ZooKeeper's clock (the node's `ctime`) and returns it.
     pub(super) async fn claim_live(&self, client: &zk::Client, st: &mut State) -> Result<i64> {
         let live = self.live_path();
@@ -37,15 +62,10 @@ impl ZookeeperRegistry {
             .mkdir(&holder)
             .await
             .map_err(|e| self.err("create", &holder, e))?;
-        let record = serde_json::to_vec(&LiveRecord {
-            host: crate::snowflake::registry::host_lock::host_name(),
-            pid: std::process::id(),
-            since_ms: system_now_ms(),
-        })
-        .expect("a live record always serializes");
-        let give_up =
-            tokio::time::Instant::now() + client.session_timeout() + Duration::from_secs(1);
+        let record = self.live_record();
+        let mut attempts = 0;
         loop {
+            attempts += 1;
             let before = system_now_ms();
             let created = match client
                 .create(&live, &record, zk::CreateMode::Ephemeral)
@@ -57,8 +77,8 @@ impl ZookeeperRegistry {
             };
             let (data, mut stat) = match client.get_data(&live).await {
                 Ok(found) => found,
-                // Its holder just let go: try again (bounded like the wait below).
-                Err(zk::ZkError::NoNode) if tokio::time::Instant::now() < give_up => continue,
+                // Its holder just let go: try again.
+                Err(zk::ZkError::NoNode) if attempts < TAKEOVER_ATTEMPTS => continue,
                 Err(e) => return Err(self.err("read", &live, e)),
             };
             if stat.ephemeral_owner == client.session_id() && !created {
@@ -82,6 +102,17 @@ impl ZookeeperRegistry {
                 return Ok(now);
             }
             let other: Option<LiveRecord> = serde_json::from_slice(&data).ok();
+            if attempts < TAKEOVER_ATTEMPTS
+                && other.as_ref().is_some_and(|r| self.dead_predecessor(r))
+            {
+                // Conditional on the version read: a node another session made since is
+                // left alone (and found on the next round).
+                tracing::info!(%live, "the last holder of this identity on this host has exited; taking its place at once");
+                match client.delete(&live, Some(stat.version)).await {
+                    Ok(()) | Err(zk::ZkError::NoNode | zk::ZkError::BadVersion) => continue,
+                    Err(e) => return Err(self.err("delete", &live, e)),
+                }
+            }
             let holder = match &other {
                 Some(r) => format!(
                     "leafid pid {} on {} (since {} ms since the Unix epoch; ZooKeeper session {:#x})",
@@ -89,16 +120,7 @@ impl ZookeeperRegistry {
                 ),
                 None => format!("ZooKeeper session {:#x}", stat.ephemeral_owner),
             };
-            // A holder of this host that has died: its node goes within the session timeout.
-            let dead_here = other.as_ref().is_some_and(|r| {
-                r.host == crate::snowflake::registry::host_lock::host_name()
-                    && !crate::snowflake::registry::host_lock::pid_alive(r.pid)
-            });
-            if !dead_here || tokio::time::Instant::now() >= give_up {
-                return Err(self.in_use(None, holder));
-            }
-            tracing::info!(%live, "the last holder of this identity has exited; waiting for ZooKeeper to end its session");
-            tokio::time::sleep(POLL).await;
+            return Err(self.in_use(None, holder));
         }
     }
 

@@ -18,6 +18,9 @@ pub(super) struct LiveRecord {
     pub(super) host: String,
     pub(super) pid: u32,
     pub(super) since_ms: i64,
+    /// The holder's `ip:port` identity (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) address: Option<String>,
 }
 
 /// The data of a forever node, field for field as Java Leaf's `Endpoint`.

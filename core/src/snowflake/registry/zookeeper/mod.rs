@@ -7,8 +7,8 @@
 //! other field, because Java Leaf reads it with Jackson, which rejects unknown fields.
 //!
 //! Start-up lists the children: when one belongs to this `ip:port`, its id is reused and
-//! its stored timestamp becomes the floor (the generator refuses, or waits for, a clock
-//! behind it); otherwise a new node is created and the id is always parsed from the path
+//! its stored timestamp becomes the floor (ids start above it at once; a clock far behind
+//! it is refused); otherwise a new node is created and the id is always parsed from the path
 //! ZooKeeper returns (Java Leaf leaves the very first node's id unparsed at 0).
 //!
 //! Every heartbeat writes, in one conditional transaction, the generator's bound (a time
@@ -16,8 +16,8 @@
 //! [`fence::foreign_timestamp`](super::fence::foreign_timestamp) of it (never ahead of the clock) as the forever node's
 //! `timestamp`. Bounds only grow, except the final renew at close, which writes the exact
 //! last timestamp issued: that is safe because the generator has stopped issuing for good
-//! before it asks, so no id of this worker carries a later timestamp, and it lets a quick
-//! restart start at once instead of waiting out the heartbeat's look-ahead. A newcomer's
+//! before it asks, so no id of this worker carries a later timestamp, and it keeps a
+//! quick restart's ids close to the clock instead of above the heartbeat's look-ahead. A newcomer's
 //! floor is the larger of the forever node's timestamp and the id's leafid record.
 //!
 //! **The fencing rule** ([`fence`](super::fence)):
@@ -28,11 +28,15 @@
 //!    renewals a ZooKeeper watch on the forever node (`guard`) lowers the issue limit the
 //!    moment the node is deleted or written by anyone else (a `mzxid` not its own), or
 //!    the session ends.
-//! 3. *Newcomers watch first* (`takeover`): a reused forever node is watched before the
-//!    first id, [`fence::TAKEOVER_WATCH_AFTER_RELEASE`](super::fence::TAKEOVER_WATCH_AFTER_RELEASE) when its last write is a leafid
-//!    release marker, else [`fence::TAKEOVER_WATCH`](super::fence::TAKEOVER_WATCH) and until a recent write has aged
-//!    past [`JAVA_LIVE_WINDOW`]; a write meanwhile is `WorkerIdInUse` naming the likely
-//!    Java server. The worker id itself is claimed with an EPHEMERAL
+//! 3. *Newcomers watch first* (`takeover`), only where a Java Leaf server could be live
+//!    on the node and still unseen: a reused forever node is watched before the first id
+//!    for [`fence::TAKEOVER_WATCH_AFTER_RELEASE`](super::fence::TAKEOVER_WATCH_AFTER_RELEASE)
+//!    (1.5 s: a Java server started since the last write uploads 1 s after its start),
+//!    and, when that last write was a Java server's own, until
+//!    [`fence::TAKEOVER_WATCH`](super::fence::TAKEOVER_WATCH) after it (by then a live one
+//!    would have uploaded again); a write meanwhile is `WorkerIdInUse` naming the likely
+//!    Java server. A node leafid just created is not watched: a Java server creates its
+//!    node before it issues. The worker id itself is claimed with an EPHEMERAL
 //!    `/snowflake/{name}/ids/{id}/live`: a forever tree deleted and recreated under live
 //!    holders (its sequence restarts at 0) cannot hand out a live holder's id, and the
 //!    id's record floors whoever takes it next.
@@ -40,18 +44,14 @@
 //!    restarted on this identity passes its `checkInitTimeStamp`, takes its normal path
 //!    and uploads 1 s later, which the guard sees; with a future time it would fall back
 //!    to its `workerID.properties` and never write again.
-//! 5. *A holder out of touch stops* (`guard`): while the client reports `Disconnected`
-//!    (no word from the server for 2/5 of the session timeout, 2.4 s at the default 6 s)
-//!    the holder cannot see a deletion, so issuing is suspended (the limit lowered to the
-//!    clock, the lease kept) until the connection is back and the next renew raises it.
-//!    A newcomer with no `ids/{id}` record for its worker id (a new node, or a tree
-//!    deleted by `deleteall /snowflake/{name}`: the sequence restarts at 0 and hands out
-//!    a cut-off holder's id) watches its node for
-//!    `max(`[`fence::TAKEOVER_WATCH`](super::fence::TAKEOVER_WATCH)`, 2/5 of its session timeout + `[`fence::TAKEOVER_MARGIN`](super::fence::TAKEOVER_MARGIN)`)`
-//!    (3.5 s at the default session timeout) before its first id: by then any holder of
-//!    the deleted tree has either seen the deletion (its watch) or suspended. A
-//!    re-acquire whose own last write is still the node's (its session expired) counts
-//!    as released: [`fence::TAKEOVER_WATCH_AFTER_RELEASE`](super::fence::TAKEOVER_WATCH_AFTER_RELEASE).
+//! 5. *A holder out of touch issues up to its bound; a newcomer never waits for it*
+//!    (`guard`): while the client cannot reach a server the holder keeps issuing, up to
+//!    the bound in `ids/{id}` (renewals fail meanwhile, rule 1), and stops there; it
+//!    stops at once when a server reports its session expired, and re-acquires then. A
+//!    newcomer with no `ids/{id}` record for its worker id (a new node, or a tree deleted
+//!    by `deleteall /snowflake/{name}`: the sequence restarts at 0 and may hand out a
+//!    cut-off holder's id) starts at once: its lease is unrecorded, so the generator
+//!    floors it at ZooKeeper's clock plus the reach, above every bound written before.
 //!
 //! The residual window: a Java server started on an identity a live leafid holds issues
 //! from its start but writes only 1 s later; until the guard sees that write both issue.
@@ -63,26 +63,30 @@
 //! - every leafid holder keeps an EPHEMERAL node `/snowflake/{name}/holders/{ip}:{port}/live`
 //!   (data `{"host","pid","since_ms"}`) while it issues; Java Leaf never reads
 //!   `/snowflake/{name}/holders`. A second claimant finds it and gets
-//!   [`Error::WorkerIdInUse`](crate::Error::WorkerIdInUse) naming the holder (or, when the holder was a process of this
-//!   host that has died, waits up to the session timeout for ZooKeeper to remove it).
-//!   Every renew first checks the node is still this session's.
-//! - a Java Leaf server counts as live while its forever node was written within
-//!   [`JAVA_LIVE_WINDOW`] (three of Leaf's 3 s upload intervals), judged by ZooKeeper's own
-//!   clock: the node's `mtime` against the `ctime` of the `live` node just created. Start-up
-//!   then watches the node until that window has passed: a node written again meanwhile
-//!   (`mzxid` changed) is a live server, refused with `WorkerIdInUse`.
+//!   [`Error::WorkerIdInUse`](crate::Error::WorkerIdInUse) naming the holder. When the
+//!   holder was this identity's previous process on this host and has died (SIGKILL, a
+//!   crash: its session has not expired yet), the newcomer deletes its `live` nodes and
+//!   takes over at once, with the bound it left in `ids/{id}` as the floor: the
+//!   generator holds this host's lock on the identity before it acquires, so no live
+//!   process of this host holds it. Every renew first checks the node is still this
+//!   session's.
+//! - a Java Leaf server counts as live while it uploads (every 3 s); start-up watches a
+//!   reused node as rule 3 says: a node written again meanwhile (`mzxid` changed) is a
+//!   live server, refused with `WorkerIdInUse`.
 //! - a leafid holder that closes records the `mzxid` of its last write in
-//!   `/snowflake/{name}/holders/{ip}:{port}` (persistent): a node last written by a
-//!   leafid that let go is free at once, so a quick restart does not wait.
+//!   `/snowflake/{name}/holders/{ip}:{port}` (persistent), and every renew writes
+//!   `ids/{id}` in the forever node's transaction: either tells a node last written by
+//!   leafid.
 //!
 //! Nodes are never deleted (as in Leaf): every new `ip:port` burns one id for good, and
 //! past the layout's largest worker id (1023 with Leaf's layout) a new identity cannot
 //! start. Every write to the forever node is conditional on the version this holder last
 //! wrote, so a write by anyone else in between (another holder after this session
 //! expired, a Java Leaf server) ends this holder's lease instead of being overwritten.
-//! Unlike Leaf, the generator does not go on past the last bound ZooKeeper holds when
-//! ZooKeeper is unreachable ([`WorkerRegistry::survives_outage`] is false): once this
-//! session has expired, another process may take the identity with that bound as floor.
+//! Like Leaf, a holder keeps issuing while ZooKeeper is unreachable, but only up to the
+//! last bound ZooKeeper holds (the lookahead, 65 s by default;
+//! [`WorkerRegistry::survives_outage`] is false): once this session has expired, another
+//! process may take the identity with that bound as floor.
 //!
 //! The files: `layout.rs` (paths and node data), `holder.rs` (one live holder per
 //! identity), `acquire.rs` (start-up), `takeover.rs` (fence rule 3 and the worker-id
@@ -113,10 +117,6 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_millis(6000);
 /// How long a start-up waits for a ZooKeeper session before it gives up (and the
 /// generator falls back to its cache file): short, so a down ensemble fails fast.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(3000);
-
-/// How recently a forever node must have been written, by ZooKeeper's clock, for its
-/// writer to count as a live Java Leaf server (Leaf uploads every 3 s).
-pub const JAVA_LIVE_WINDOW: Duration = Duration::from_millis(9000);
 
 #[derive(Debug, Default)]
 struct State {

@@ -19,7 +19,6 @@ pub(crate) async fn connect(
     session_timeout: Duration,
     connect_timeout: Duration,
 ) -> Result<zk::Client> {
-    crate::snowflake::registry::fence::check_zookeeper_session_timeout(session_timeout)?;
     zk::Client::connect(connect, session_timeout, connect_timeout)
         .await
         .map_err(|e| session_err(&crate::redact::url(connect), e))

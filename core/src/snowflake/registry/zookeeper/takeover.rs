@@ -1,28 +1,34 @@
 //! Taking an identity over (fence rule 3) and claiming its worker id.
 //!
 //! - [`ZookeeperRegistry::watch_takeover`]: before its first id, a newcomer watches the
-//!   forever node it is about to reuse (a ZooKeeper watch, not a poll) for
-//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`] when its last write is a leafid holder's
-//!   release marker (only a foreign server started since can be there, and it uploads
-//!   1 s after its start), else for [`fence::TAKEOVER_WATCH`], and in any case until a
-//!   node written recently has aged past [`JAVA_LIVE_WINDOW`]. Any write meanwhile (a new
-//!   `mzxid`) is a live writer, most likely a Java Leaf server: `WorkerIdInUse`.
+//!   forever node it is about to reuse (a ZooKeeper watch, not a poll) only as long as a
+//!   Java Leaf server could be live on it and still unseen: for
+//!   [`fence::TAKEOVER_WATCH_AFTER_RELEASE`] (1.5 s) when its last write is a leafid
+//!   holder's (a renew, which writes `ids/{id}` in the same transaction, hence with the
+//!   same `mzxid`; or a release marker): only a Java server started since can be there,
+//!   and it uploads 1 s after its start. When the last write is foreign (Java's own
+//!   upload, every 3 s), also until [`fence::TAKEOVER_WATCH`] after that write by
+//!   ZooKeeper's clock, when its writer would have uploaded again if live. Any write
+//!   meanwhile (a new `mzxid`) is a live writer: `WorkerIdInUse`. A node leafid itself
+//!   just created is not watched at all: a Java server creates its node before it issues.
 //! - [`ZookeeperRegistry::claim_worker`]: the worker id itself is claimed with an
 //!   EPHEMERAL `/snowflake/{name}/ids/{id}/live` (Java Leaf never reads `ids/`), so a
 //!   forever tree deleted and recreated under live holders (its sequence restarts at 0)
 //!   cannot hand a live holder's id to a newcomer; and the persistent
 //!   `/snowflake/{name}/ids/{id}` holds leafid's look-ahead bound for that id, a floor
-//!   for whoever takes the id next, whatever happened to the forever node.
+//!   for whoever takes the id next, whatever happened to the forever node. A claim left
+//!   by this host's dead predecessor is taken over at once (`holder.rs`).
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::holder::TAKEOVER_ATTEMPTS;
 use super::layout::LiveRecord;
-use super::{ZookeeperRegistry, JAVA_LIVE_WINDOW};
+use super::ZookeeperRegistry;
 use crate::error::{Error, Result};
+use crate::snowflake::registry::fence;
 use crate::snowflake::registry::zk_client as zk;
-use crate::snowflake::registry::{fence, system_now_ms};
 
 /// leafid's own record of a worker id: `/snowflake/{name}/ids/{id}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,6 +45,9 @@ pub(super) struct Claimed {
     pub bound_ms: i64,
     /// The data version of `ids/{id}`, for conditional writes.
     pub version: i32,
+    /// The `mzxid` of `ids/{id}`: a renew writes it and the forever node in one
+    /// transaction, so a forever node with the same `mzxid` was last written by leafid.
+    pub mzxid: i64,
 }
 
 impl ZookeeperRegistry {
@@ -52,18 +61,12 @@ impl ZookeeperRegistry {
         format!("{}/live", self.id_path(id))
     }
 
-    /// Rule 5: how long a newcomer with no floor record for its id watches, with this
-    /// client's session timeout.
-    pub(super) fn unfloored_watch(client: &zk::Client) -> Duration {
-        fence::unfloored_watch(fence::zookeeper_out_of_touch(client.session_timeout()))
-    }
-
     /// Watches the forever node `path` (fence rule 3) and returns its metadata as last
     /// seen, or `WorkerIdInUse` when anyone writes it meanwhile. `zk_now` is
     /// ZooKeeper's clock at the claim; `own_last` the `mzxid` of this registry's last
-    /// write to it (a re-acquire after its session ended), which counts as released;
-    /// `unfloored`: the id has no leafid record (`ids/{id}` missing), so the watch lasts
-    /// at least [`Self::unfloored_watch`] (rule 5).
+    /// write to it (a re-acquire after its session ended); `id_mzxid` the `mzxid` of
+    /// `ids/{id}` ([`Claimed::mzxid`]). Each of those, and the release marker, says the
+    /// last write was leafid's.
     pub(super) async fn watch_takeover(
         &self,
         client: &zk::Client,
@@ -71,7 +74,7 @@ impl ZookeeperRegistry {
         id: u32,
         zk_now: i64,
         own_last: Option<i64>,
-        unfloored: bool,
+        id_mzxid: Option<i64>,
     ) -> Result<zk::Stat> {
         let holder = self.holder_path();
         let released: Option<i64> = match client.get_data(&holder).await {
@@ -86,25 +89,16 @@ impl ZookeeperRegistry {
             Ok(None) => return Err(self.vanished(path)),
             Err(e) => return Err(self.err("read", path, e)),
         };
-        // Our own last write still there: our generator stopped issuing before this
-        // re-acquire, as after a release.
-        let released = released == Some(first.mzxid) || own_last == Some(first.mzxid);
-        let watch_for = if released {
-            fence::released_watch(fence::zookeeper_out_of_touch(client.session_timeout()))
+        let leafid_last = [released, own_last, id_mzxid].contains(&Some(first.mzxid));
+        let watch_for = if leafid_last {
+            fence::TAKEOVER_WATCH_AFTER_RELEASE
         } else {
-            // Until a recent write has aged past the window (a Java server that keeps
-            // uploading), and at least one full upload cycle (a server started just
-            // before us, whose first upload is still to come).
-            let age = zk_now.saturating_sub(first.mtime);
-            let to_age = (JAVA_LIVE_WINDOW.as_millis() as i64).saturating_sub(age);
-            fence::TAKEOVER_WATCH.max(Duration::from_millis(to_age.max(0) as u64))
+            // A foreign writer's stamp: a live Java server writes again within
+            // TAKEOVER_WATCH of it; one started since, within 1.5 s of now.
+            let since = Duration::from_millis(zk_now.saturating_sub(first.mtime).max(0) as u64);
+            fence::TAKEOVER_WATCH_AFTER_RELEASE.max(fence::TAKEOVER_WATCH.saturating_sub(since))
         };
-        let watch_for = if unfloored {
-            watch_for.max(Self::unfloored_watch(client))
-        } else {
-            watch_for
-        };
-        tracing::info!(%path, watch_ms = watch_for.as_millis() as u64, released, unfloored,
+        tracing::info!(%path, watch_ms = watch_for.as_millis() as u64, leafid_last,
             "watching the forever node before the first id, in case a Java Leaf server uses it");
         self.watch_unchanged(client, path, id, first, watch_for)
             .await
@@ -158,7 +152,8 @@ impl ZookeeperRegistry {
 
     /// Claims worker id `id` for this session and reads leafid's bound record of it.
     /// Another session's claim is waited for up to [`fence::TAKEOVER_WATCH`] (a holder
-    /// whose forever node was just deleted lets go at once), then `WorkerIdInUse`.
+    /// whose forever node was just deleted lets go at once), then `WorkerIdInUse`; one
+    /// left by this host's dead predecessor is taken over at once.
     pub(super) async fn claim_worker(&self, client: &zk::Client, id: u32) -> Result<Claimed> {
         let record_path = self.id_path(id);
         let live = self.id_live_path(id);
@@ -166,13 +161,9 @@ impl ZookeeperRegistry {
             .mkdir(&record_path)
             .await
             .map_err(|e| self.err("create", &record_path, e))?;
-        let me = serde_json::to_vec(&LiveRecord {
-            host: crate::snowflake::registry::host_lock::host_name(),
-            pid: std::process::id(),
-            since_ms: system_now_ms(),
-        })
-        .expect("a live record always serializes");
+        let me = self.live_record();
         let deadline = tokio::time::Instant::now() + fence::TAKEOVER_WATCH;
+        let mut takeovers = 0;
         loop {
             match client.create(&live, &me, zk::CreateMode::Ephemeral).await {
                 Ok(_) => break,
@@ -187,15 +178,28 @@ impl ZookeeperRegistry {
             if stat.ephemeral_owner == client.session_id() {
                 break;
             }
+            let other = match client.get_data(&live).await {
+                Ok((data, now)) if now.ephemeral_owner == stat.ephemeral_owner => {
+                    serde_json::from_slice::<LiveRecord>(&data).ok()
+                }
+                Ok(_) | Err(zk::ZkError::NoNode) => continue,
+                Err(e) => return Err(self.err("read", &live, e)),
+            };
+            if takeovers < TAKEOVER_ATTEMPTS
+                && other.as_ref().is_some_and(|r| self.dead_predecessor(r))
+            {
+                takeovers += 1;
+                tracing::info!(%live, "the last holder of this worker id on this host has exited; taking its claim at once");
+                // Conditional on the version read: another session's new claim stays.
+                match client.delete(&live, Some(stat.version)).await {
+                    Ok(()) | Err(zk::ZkError::NoNode | zk::ZkError::BadVersion) => continue,
+                    Err(e) => return Err(self.err("delete", &live, e)),
+                }
+            }
             tokio::select! {
                 _ = watch => continue,
                 _ = tokio::time::sleep_until(deadline) => {}
             }
-            let other = match client.get_data(&live).await {
-                Ok((data, _)) => serde_json::from_slice::<LiveRecord>(&data).ok(),
-                Err(zk::ZkError::NoNode) => continue,
-                Err(e) => return Err(self.err("read", &live, e)),
-            };
             let holder = match other {
                 Some(r) => format!(
                     "leafid pid {} on {} holding worker id {id} ({live}, ZooKeeper session {:#x}); \
@@ -224,6 +228,7 @@ impl ZookeeperRegistry {
         Ok(Claimed {
             bound_ms,
             version: stat.version,
+            mzxid: stat.mzxid,
         })
     }
 

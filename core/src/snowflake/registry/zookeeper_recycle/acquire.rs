@@ -1,7 +1,8 @@
 //! Acquiring a worker id from the pool: a new session watched from its first moment,
 //! the lowest-floored free id among the first few taken with an EPHEMERAL `lease/{id}`,
-//! its floor read again once it is ours, the record watchers started, and fence rule 5's
-//! wait when nothing says the id is free of a holder out of touch.
+//! its floor read again once it is ours, and the record watchers started. Nothing
+//! waits: an id without a floor record is an unrecorded lease, which the generator
+//! floors above every bound written before (fence rule 5).
 //!
 //! Apart from renew and release: this is the module doc's "Acquire" paragraph and the
 //! only place an id is chosen.
@@ -32,7 +33,6 @@ struct Holder {
 impl ZookeeperRecycleRegistry {
     /// Opens a session, failing within the connect timeout when no server answers.
     pub(super) async fn open_session(&self) -> Result<zk::Client> {
-        crate::snowflake::registry::fence::check_zookeeper_session_timeout(self.session_timeout)?;
         zk::Client::connect(&self.connect, self.session_timeout, self.connect_timeout)
             .await
             .map_err(|e| match e {
@@ -86,19 +86,20 @@ impl ZookeeperRecycleRegistry {
                 session: client.session_id().to_string(),
             })
             .expect("a holder always serializes");
-            let pool = self.read_pool(&client).await?;
             let floor_of = |read: Option<(i64, i32)>, pool: &Pool| match read {
                 Some((bound, _)) => bound,
                 None => pool.missing_floor(system_now_ms()),
             };
             // Among the first few free ids, try those whose last holder's bound is lowest
-            // first: a holder that lost its session then starts at once instead of
-            // waiting out a bound another holder persisted just before it died.
+            // first: the ids' time part then leads the clock the least (`generator/
+            // lead.rs`). An id without `last/{id}` ranks last: the generator floors it at
+            // ZooKeeper's clock plus the reach, above any recorded bound (fence rule 5).
             // Lazy: a layout with many worker bits must not allocate one entry per id.
             let free = (0..=max_worker_id).filter(|id| !taken.contains(id));
             let mut ranked = Vec::with_capacity(RANKED_CANDIDATES);
             for id in free.clone().take(RANKED_CANDIDATES) {
-                ranked.push((floor_of(self.read_last(&client, id).await?, &pool), id));
+                let bound = self.read_last(&client, id).await?.map_or(i64::MAX, |(b, _)| b);
+                ranked.push((bound, id));
             }
             ranked.sort_unstable();
             let order = ranked
@@ -134,8 +135,7 @@ impl ZookeeperRecycleRegistry {
                     tracing::warn!(worker_id = id, floor, "the floor of this id is missing and some floor of the pool was deleted: starting above the largest lookahead any holder wrote");
                 }
                 // A new node is at version 0 and this registry never writes to it.
-                let unfloored = pool.unfloored(read.map(|(b, _)| b));
-                return Ok((id, path, 0, floor, read.map(|(_, v)| v), pool, unfloored));
+                return Ok((id, path, 0, floor, read.map(|(_, v)| v), pool));
             }
             Err(Error::WorkerIdExhausted {
                 pool: format!("ZooKeeper {} {lease_dir}", self.shown),
@@ -147,7 +147,7 @@ impl ZookeeperRecycleRegistry {
         // more now that the watch is set.
         let result = match result {
             Ok(taken) => {
-                let (id, ref path, _, _, version, _, unfloored) = taken;
+                let (id, ref path, _, _, version, _) = taken;
                 let floor_state = Arc::new(watch::FloorState::new(version));
                 let last_path = format!("{last_dir}/{id}");
                 watchers.push(watch::records(
@@ -162,15 +162,6 @@ impl ZookeeperRecycleRegistry {
                     watching.clone(),
                     limit.clone(),
                 ));
-                if unfloored {
-                    // Fence rule 5 (`floor`): no record that nobody holds this id; the
-                    // watchers run meanwhile and stop this lease on any sign of a writer.
-                    let watch_for =
-                        fence::unfloored_watch(fence::zookeeper_out_of_touch(negotiated));
-                    tracing::info!(worker_id = id, watch_ms = watch_for.as_millis() as u64,
-                        "no pool record and no floor for this id: waiting out any holder out of touch");
-                    tokio::time::sleep(watch_for).await;
-                }
                 self.check_no_fork(&client)
                     .await
                     .map(|()| (taken, floor_state))
@@ -178,7 +169,7 @@ impl ZookeeperRecycleRegistry {
             Err(e) => Err(e),
         };
         match result {
-            Ok(((id, path, version, floor, last_version, pool, _), floor_state)) => {
+            Ok(((id, path, version, floor, last_version, pool), floor_state)) => {
                 tracing::info!(worker_id = id, %path, floor, session = %client.session_id(),
                     session_timeout = ?negotiated, "worker id leased");
                 let location = format!("zookeeper-recycle {}{path}", self.shown);

@@ -23,17 +23,13 @@
 //! counts as `floors` = its current children: no deletion evident.
 //!
 //! The whole `/snowflake/{name}` tree deleted (`deleteall`) takes the record with it.
-//! Connected holders stop at once then (they watch their lease node), and a holder cut
-//! off from ZooKeeper stops when its client reports `Disconnected` (2/5 of the session
-//! timeout), but it cannot see the deletion. So a newcomer that finds neither a pool
-//! record nor `last/{id}` ([`Pool::unfloored`]) has no evidence that nobody holds the
-//! id: it waits [`fence::unfloored_watch`](crate::snowflake::registry::fence::unfloored_watch)
-//! (fence rule 5) before its first id, by which
-//! time every holder of the deleted tree has stopped. A pool just made pays that wait
-//! once, until its first holder writes the record.
-//!
-//! What this cannot see: a holder frozen (SIGSTOP) across the deletion may, on waking,
-//! issue up to its last bound before its watcher runs (see [`fence`](crate::snowflake::registry::fence)).
+//! Connected holders stop at once then (they watch their lease node); a holder cut off
+//! from ZooKeeper cannot see the deletion and keeps issuing up to the bound it wrote. A
+//! newcomer that finds no `last/{id}` needs no evidence about such a holder: its lease
+//! is unrecorded, and the generator floors it at ZooKeeper's clock plus the reach, above
+//! every bound written before (fence rule 5), so it starts at once. The same closes a
+//! holder frozen (SIGSTOP) across the deletion: on waking it issues at most up to its
+//! last bound, below that floor.
 
 use serde::{Deserialize, Serialize};
 
@@ -67,17 +63,13 @@ pub(super) struct Pool {
     pub version: i32,
     /// The number of children of `last/` when read.
     pub children: u64,
-    /// Whether `last/` held a pool record (it has none when just made, or when made
-    /// again after a deletion, until a holder's first renew writes it).
-    pub recorded: bool,
 }
 
 impl Pool {
     /// From `last/`'s data, version and child count. Empty or foreign data is a pool
     /// made before the record: no deletion evident, no lookahead known.
     pub fn parse(data: &[u8], version: i32, children: u64) -> Pool {
-        let parsed = serde_json::from_slice::<PoolRecord>(data).ok();
-        let record = parsed.unwrap_or(PoolRecord {
+        let record = serde_json::from_slice::<PoolRecord>(data).unwrap_or(PoolRecord {
             floors: children,
             ahead_ms: 0,
         });
@@ -85,14 +77,7 @@ impl Pool {
             record,
             version,
             children,
-            recorded: parsed.is_some(),
         }
-    }
-
-    /// True when an id whose `last/{id}` is missing has no evidence at all that nobody
-    /// holds it: no pool record either (a tree deleted, or a pool just made).
-    pub fn unfloored(&self, last: Option<i64>) -> bool {
-        last.is_none() && !self.recorded
     }
 
     /// True when some `last/{id}` was deleted since the pool was made.
@@ -145,12 +130,5 @@ mod tests {
         assert!(!p.floor_deleted());
         assert_eq!(p.next(true, 300).unwrap().floors, 6);
         assert_eq!(p.next(false, 0), None);
-        assert!(
-            p.unfloored(None),
-            "no record: a deleted tree looks the same"
-        );
-        assert!(!p.unfloored(Some(5)), "a floor of its own");
-        let p = Pool::parse(br#"{"floors":3,"ahead_ms":600}"#, 3, 3);
-        assert!(!p.unfloored(None));
     }
 }

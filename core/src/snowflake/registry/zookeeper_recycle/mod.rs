@@ -22,12 +22,14 @@
 //! wrote (fence rule 1), through the same session: a session that ended can write
 //! nothing, and a floor another writer changed or deleted is never overwritten blindly.
 //!
-//! Fence rule 5 (a holder out of touch stops): the session watcher stops issuing when
-//! the client reports the connection Disconnected (below); and a newcomer that finds
-//! neither `last/{id}` nor the pool record in `last/` (the tree deleted under a holder
-//! that is cut off, or a pool just made) waits `max(`[`fence::TAKEOVER_WATCH`](super::fence::TAKEOVER_WATCH)`, 2/5 of
-//! its session timeout + `[`fence::TAKEOVER_MARGIN`](super::fence::TAKEOVER_MARGIN)`)` (3.5 s at the default 6 s)
-//! before its first id, by which time such a holder has stopped (`floor.rs`).
+//! Fence rule 5 (a holder out of touch issues up to its bound; nobody waits for it):
+//! while the client cannot reach a server, the holder keeps issuing up to the bound
+//! `last/{id}` holds (renewals fail meanwhile) and stops there; it stops at once when a
+//! server reports its session expired. A newcomer that finds no `last/{id}` (a pool just
+//! made, an id never used, the tree deleted under a holder that is cut off) starts at
+//! once: its lease is unrecorded, and the generator floors it above every bound any
+//! holder wrote before (`floor.rs`). No foreign server writes this layout (the fork's
+//! own beside it is refused, `foreign.rs`), so nothing watches before the first id.
 //!
 //! Fence rule 2: a lease node or `last/{id}` missing or changed under a live holder is
 //! [`Error::LeaseLost`], never "unavailable". A watcher task sees it at once (ZooKeeper
@@ -48,17 +50,14 @@
 //!    session that ended can no longer write, so `last/{id}` then holds the highest bound
 //!    the previous holder ever had, and the next holder issues strictly above it.
 //!
-//! That holds even when the old holder is paused (GC, SIGSTOP) past its session timeout.
-//! On top, the holder stops on its own as soon as it cannot be sure of its session:
-//! this registry keeps the generator's [`IssueLimit`] and sets it to `i64::MIN` the
-//! moment the client reports the session Disconnected, Expired or Closed. The client
-//! ([`super::zk_client`]) pings every 1/5 of the negotiated session timeout and reports
-//! a connection Disconnected after 2/5 of it without hearing from the server (a closed
-//! connection at once); the server expires the session no earlier than the full timeout
-//! after it last heard from the client. The holder therefore stops at least ~0.6 × the
-//! timeout (3.6 s at the default 6 s) before ZooKeeper can give its id to anyone, minus
-//! network latency. The generator's heartbeat then calls `acquire` again at once: a new
-//! session, perhaps another id.
+//! That holds even when the old holder is paused (GC, SIGSTOP) past its session timeout,
+//! or cut off from ZooKeeper for longer: it issues only up to the bound it persisted,
+//! which floors the next holder. So a holder out of touch keeps issuing to that bound
+//! (the lookahead, 65 s by default) rather than stopping, as Leaf does. It stops
+//! ([`IssueLimit::lose`]) when the lease is lost for sure: a server reports the session
+//! Expired (the client never decides that by its own clock, [`super::zk_client`]), or a
+//! watch sees its records deleted or changed. The generator's heartbeat then calls
+//! `acquire` again at once: a new session, perhaps another id.
 //!
 //! Credentials and chroot come with the connect string
 //! (`user:password@host:port,host:port/chroot`, see [`super::zk_client`]); the layout

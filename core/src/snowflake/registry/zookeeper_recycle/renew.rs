@@ -21,9 +21,14 @@ impl ZookeeperRecycleRegistry {
         let Some(h) = held.as_mut().filter(|h| h.worker_id == lease.worker_id) else {
             return Err(lost("this registry no longer holds it".into()));
         };
+        // A session that ended lost the lease; a connection merely down is an outage
+        // (fence rule 5: issuing goes on up to the bound `last/{id}` holds).
         let state = h.client.state();
-        if state != zk::SessionState::SyncConnected {
+        if state.is_terminated() {
             return Err(lost(format!("ZooKeeper session {state}")));
+        }
+        if state == zk::SessionState::Disconnected {
+            return Err(self.err("renew", &h.last_path, zk::ZkError::ConnectionLoss));
         }
         // The lease node must still be this session's (not deleted by hand and re-taken).
         match h.client.check_stat(&h.lease_path).await {

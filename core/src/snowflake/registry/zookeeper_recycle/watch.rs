@@ -1,7 +1,7 @@
 //! The holder's watchers: they stop issuing ([`IssueLimit::lose`]) the moment the lease
-//! is in doubt, rather than at the next renew.
+//! is lost, rather than at the next renew.
 //!
-//! - [`session`]: the session is not `SyncConnected` (Disconnected, Expired, Closed).
+//! - [`session`]: a server reported the session ended (Expired), or it was closed.
 //! - [`records`]: ZooKeeper watches on the holder's own records and on the pool: the
 //!   lease node deleted, re-taken or written; `last/{id}` deleted or written by anyone
 //!   but this holder ([`FloorState`] tells our own writes apart); the fork's
@@ -9,8 +9,9 @@
 //!
 //! ZooKeeper watches are one-shot: each one is read and armed again in one call after it
 //! fires, so nothing between the event and the new watch is missed. A watch that can no
-//! longer fire (the connection dropped: `SessionLost`) means the session is in doubt,
-//! which stops issuing as well.
+//! longer fire because the connection dropped (`SessionLost`) is no loss: the holder
+//! keeps issuing up to the bound `last/{id}` holds (fence rule 5), and every watch is
+//! armed again, reading each record afresh, as soon as the session is back.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -69,7 +70,8 @@ impl FloorState {
     }
 }
 
-/// Stops issuing while the session is not connected.
+/// Stops issuing when the session ends (a server reported it expired, or it was
+/// closed). A connection merely down is no loss (fence rule 5).
 pub(super) fn session(
     client: &zk::Client,
     watching: Arc<AtomicBool>,
@@ -80,13 +82,16 @@ pub(super) fn session(
     tokio::spawn(async move {
         let mut state = *states.borrow_and_update();
         loop {
-            if state != zk::SessionState::SyncConnected {
+            if state.is_terminated() {
                 // SeqCst: pairs with the store in `Held::stop_watching`.
                 if watching.load(Ordering::SeqCst) {
                     limit.lose();
-                    tracing::warn!(%connect, ?state, "ZooKeeper session not connected; worker id lease in doubt, issuing stopped");
+                    tracing::warn!(%connect, ?state, "ZooKeeper session ended; worker id lease lost, issuing stopped");
                 }
                 return;
+            }
+            if state == zk::SessionState::Disconnected {
+                tracing::info!(%connect, "ZooKeeper connection down; issuing goes on up to the last bound ZooKeeper holds");
             }
             state = match states.changed().await {
                 Ok(()) => *states.borrow_and_update(),
@@ -127,8 +132,49 @@ pub(super) fn records(
     })
 }
 
-/// Runs until a watch shows the lease in doubt; returns why.
+/// Why a round of watches ended.
+enum Stop {
+    /// The connection dropped: arm again once it is back.
+    Dropped,
+    /// The lease is lost, for this reason.
+    Lost(String),
+}
+
+/// A failed watch call: a connection loss is [`Stop::Dropped`], anything else a loss.
+fn failed(path: &str, e: zk::ZkError) -> Stop {
+    match e {
+        zk::ZkError::ConnectionLoss => Stop::Dropped,
+        e => Stop::Lost(format!("cannot watch {path}: {e}")),
+    }
+}
+
+/// Runs until a watch shows the lease lost; returns why.
 async fn watch_records(client: &zk::Client, p: &Records) -> String {
+    let mut states = client.state_watcher();
+    loop {
+        match watch_round(client, p).await {
+            Stop::Lost(cause) => return cause,
+            Stop::Dropped => {
+                // Rule 5: issuing goes on meanwhile; the records are read again once the
+                // session is back (or the session watcher reports its end).
+                let state = match states
+                    .wait_for(|s| *s != zk::SessionState::Disconnected)
+                    .await
+                {
+                    Ok(s) => *s,
+                    Err(_) => zk::SessionState::Closed,
+                };
+                if state.is_terminated() {
+                    return format!("the ZooKeeper session ended ({state})");
+                }
+            }
+        }
+    }
+}
+
+/// Arms the three watches and follows them until one shows a loss or the connection
+/// drops.
+async fn watch_round(client: &zk::Client, p: &Records) -> Stop {
     let session = client.session_id();
     let pool = || async {
         match client.watch_children(&p.recycle_dir).await {
@@ -137,15 +183,15 @@ async fn watch_records(client: &zk::Client, p: &Records) -> String {
                 if found.is_empty() {
                     Ok(w)
                 } else {
-                    Err(format!(
+                    Err(Stop::Lost(format!(
                         "the NotFound9 fork's zk_recycle layout appeared: {} under {}",
                         found.join(" and "),
                         p.recycle_dir
-                    ))
+                    )))
                 }
             }
-            Err(zk::ZkError::NoNode) => Err(format!("{} was deleted", p.recycle_dir)),
-            Err(e) => Err(format!("cannot watch {}: {e}", p.recycle_dir)),
+            Err(zk::ZkError::NoNode) => Err(Stop::Lost(format!("{} was deleted", p.recycle_dir))),
+            Err(e) => Err(failed(&p.recycle_dir, e)),
         }
     };
     let lease = || async {
@@ -154,15 +200,18 @@ async fn watch_records(client: &zk::Client, p: &Records) -> String {
                 if stat.version == p.lease_version {
                     Ok(w)
                 } else {
-                    Err(format!("{} was written by another writer", p.lease_path))
+                    Err(Stop::Lost(format!(
+                        "{} was written by another writer",
+                        p.lease_path
+                    )))
                 }
             }
-            Ok((Some(stat), _)) => Err(format!(
+            Ok((Some(stat), _)) => Err(Stop::Lost(format!(
                 "{} is owned by session {:#x} now",
                 p.lease_path, stat.ephemeral_owner
-            )),
-            Ok((None, _)) => Err(format!("{} was deleted", p.lease_path)),
-            Err(e) => Err(format!("cannot watch {}: {e}", p.lease_path)),
+            ))),
+            Ok((None, _)) => Err(Stop::Lost(format!("{} was deleted", p.lease_path))),
+            Err(e) => Err(failed(&p.lease_path, e)),
         }
     };
     let floor = || async {
@@ -172,12 +221,15 @@ async fn watch_records(client: &zk::Client, p: &Records) -> String {
                 if p.floor.is_ours(seen) {
                     Ok(w)
                 } else if seen.is_none() {
-                    Err(format!("{} was deleted", p.last_path))
+                    Err(Stop::Lost(format!("{} was deleted", p.last_path)))
                 } else {
-                    Err(format!("{} was written by another writer", p.last_path))
+                    Err(Stop::Lost(format!(
+                        "{} was written by another writer",
+                        p.last_path
+                    )))
                 }
             }
-            Err(e) => Err(format!("cannot watch {}: {e}", p.last_path)),
+            Err(e) => Err(failed(&p.last_path, e)),
         }
     };
     let (mut wp, mut wl, mut wf) = match (pool().await, lease().await, floor().await) {
@@ -190,24 +242,18 @@ async fn watch_records(client: &zk::Client, p: &Records) -> String {
             ev = &mut wl => (1, ev),
             ev = &mut wf => (2, ev),
         };
-        if let Some(cause) = lost_session(ev) {
-            return cause;
+        if ev.kind == zk::WatchKind::SessionLost {
+            return Stop::Dropped;
         }
         let step = match which {
             0 => pool().await.map(|w| wp = w),
             1 => lease().await.map(|w| wl = w),
             _ => floor().await.map(|w| wf = w),
         };
-        if let Err(cause) = step {
-            return cause;
+        if let Err(stop) = step {
+            return stop;
         }
     }
-}
-
-/// A watch that can no longer fire: the session is in doubt.
-fn lost_session(ev: zk::WatchEvent) -> Option<String> {
-    (ev.kind == zk::WatchKind::SessionLost)
-        .then(|| format!("the watch on {} was lost with the connection", ev.path))
 }
 
 #[cfg(test)]

@@ -54,6 +54,10 @@ mod zookeeper {
 
     /// Beside a Java Leaf server on the same identity or tree.
     mod beside_java_leaf;
+
+    /// Both ZooKeeper layouts: outages ridden through, first ids at once, a restart
+    /// after SIGKILL (issue 30).
+    mod availability;
 }
 
 /// `zookeeper-recycle://`: a pool of leased worker ids on the real ZooKeeper.

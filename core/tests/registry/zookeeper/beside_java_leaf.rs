@@ -5,7 +5,7 @@
 //!   Leaf would write in its node, takes its normal path (uploads), and leafid stops;
 //!   the residual window (both issuing until Java's first upload) is measured and printed;
 //! - row 3: a Java server started just before leafid on a node carrying a leafid
-//!   release marker, or aged past the live window, is seen by the takeover watch;
+//!   release marker, or last written by Java long ago, is seen by the takeover watch;
 //! - row 4: the forever tree deleted under a live holder stops it at once and a new
 //!   identity that gets its id from the restarted sequence issues no duplicate.
 
@@ -204,7 +204,9 @@ fn a_java_server_started_just_before_leafid_on_a_released_node_is_seen() {
     assert_eq!(duplicates(&ours, &java), 0, "{} leafid ids", ours.len());
 }
 
-/// Row 3 (b): the node was last written by Java more than 9 s ago (a JVM restart).
+/// Row 3 (b): the node was last written by Java more than `fence::TAKEOVER_WATCH` (3.5 s)
+/// ago (a JVM restart), so the newcomer watches only 1.5 s: the new Java server's first
+/// upload, 1 s after its start, still falls inside it.
 #[test]
 fn a_java_server_started_just_before_leafid_on_an_aged_node_is_seen() {
     let name = unique("row3b");
@@ -212,7 +214,7 @@ fn a_java_server_started_just_before_leafid_on_an_aged_node_is_seen() {
     let first = JavaLeaf::start(&zk_addr(), &name, "10.22.0.1", "8080", tmp.path()).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     first.stop();
-    std::thread::sleep(Duration::from_millis(9_500)); // past JAVA_LIVE_WINDOW
+    std::thread::sleep(Duration::from_millis(4_000)); // past fence::TAKEOVER_WATCH
     let (ours, java) = leafid_right_after_java(&name, "10.22.0.1", tmp.path());
     assert_eq!(duplicates(&ours, &java), 0, "{} leafid ids", ours.len());
 }

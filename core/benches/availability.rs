@@ -427,7 +427,14 @@ fn child(url: &str, cache: &str) -> ! {
 
 /// Starts a child holding `url`, waits for its first id and SIGKILLs it.
 fn crash(url: &str, cache: &Path) -> Result<(), String> {
-    let mut c = Command::new(std::env::current_exe().unwrap())
+    // `/proc/self/exe` runs this very binary even after a rebuild replaced its file.
+    let exe = Path::new("/proc/self/exe");
+    let exe = if exe.exists() {
+        exe.to_path_buf()
+    } else {
+        std::env::current_exe().unwrap()
+    };
+    let mut c = Command::new(exe)
         .env(CHILD_URL, url)
         .env(CHILD_CACHE, cache)
         .stdout(Stdio::piped())

@@ -6,9 +6,7 @@
 //! configuration no retry can fix (a bad URL, access denied, a clock out of step with
 //! the registry) ends the start with its message.
 
-use std::time::Duration;
-
-use leafid::{Error, LeaseStatus, SnowflakeGenerator};
+use leafid::{Error, SnowflakeGenerator};
 use tokio::task::JoinHandle;
 
 use crate::pending::{self, Maker, Pending};
@@ -26,39 +24,12 @@ pub async fn build(url: &str) -> Result<(SnowflakeSlot, Option<JoinHandle<()>>),
         make: move || {
             let builder = builder.clone();
             async move {
-                let gen = builder.build().await?;
-                until_issuing(&gen).await;
-                Ok(gen)
+                builder.build().await
             }
         },
         why,
     })
     .await
-}
-
-/// How long a generator just built may take to open its gate before it is served anyway
-/// (its requests then get Leaf's -4 until it does, and `/health` says why).
-const OPENING_WAIT: Duration = Duration::from_secs(1);
-
-/// How far the bound must lead the clock for a generator to count as open: many
-/// heartbeat round trips on a loopback or LAN registry.
-const OPENING_ROOM_MS: i64 = 20;
-
-/// Waits until `gen` issues with some room: a generator whose floor leads the clock (a
-/// fresh or unrecorded id on the ZooKeeper and database layouts, at 79adb00) comes out
-/// of `build` with its bound capped at the floor, and its heartbeat raises the bound a
-/// little at a time while the registry's clock gains on it; a request in the first
-/// milliseconds found the gate shut (measured: one -4 answer, ids 10 to 20 ms after the
-/// start). Requests never wait on the registry (`http/ids.rs`), so the server waits
-/// here, once, until the bound leads by [`OPENING_ROOM_MS`].
-pub(crate) async fn until_issuing(gen: &SnowflakeGenerator) {
-    let start = tokio::time::Instant::now();
-    let open = |s: leafid::SnowflakeStats| {
-        s.lease == LeaseStatus::Held && s.bound_lead_ms.unwrap_or(0) >= OPENING_ROOM_MS
-    };
-    while !open(gen.stats()) && start.elapsed() < OPENING_WAIT {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 /// Why there is no generator yet, for `/health` and the log.

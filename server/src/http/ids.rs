@@ -289,9 +289,6 @@ mod tests {
             .lookahead(Duration::from_secs(1))
             .build_blocking()
             .unwrap();
-        // As `leafid serve` serves it: once it issues with room (`snowflake.rs`).
-        let g = gen.clone();
-        leafid::runtime::block_on(async move { crate::snowflake::until_issuing(&g).await });
         let app = router(AppState {
             segment: None,
             snowflake: Some(crate::snowflake::SnowflakeSlot::ready(gen.clone())),

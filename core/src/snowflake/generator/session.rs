@@ -24,6 +24,10 @@ use crate::runtime;
 /// How a lease taken from the cache file (the registry down at start-up) names itself.
 const CACHE_LOCATION: &str = "cache file";
 
+/// The room (ms of the generator's clock) a new lease's first bound leaves above its
+/// floor at the least: a floor at the cap waits this long for the registry's clock.
+const FIRST_ROOM_MS: i64 = 40;
+
 /// The first wait before retrying a failed re-acquire; doubles up to the last one.
 const REACQUIRE_FIRST_RETRY: Duration = Duration::from_millis(250);
 /// The longest wait between re-acquire attempts (or the heartbeat, when shorter), so a
@@ -273,9 +277,11 @@ async fn hold(
         );
     }
     // `install` marks the floor's millisecond spent: the next id is from the one after,
-    // and a bound must reach it. A floor with no record is the cap itself (the registry's
-    // clock plus the reach): its next millisecond is a millisecond or two away.
-    tokio::time::sleep(core.until_cap_reaches(floor.saturating_add(2))).await;
+    // and a bound must reach past it. A floor with no record is the cap itself (the
+    // registry's clock plus the reach), which moves with the registry's clock: wait until
+    // it leaves the first ids some room, so a generator returned by `build` issues at
+    // once and goes on until its first heartbeat (due when half the room is used).
+    tokio::time::sleep(core.until_cap_reaches(floor.saturating_add(1 + FIRST_ROOM_MS))).await;
     core.clock.raise_to(floor.saturating_add(1));
     Ok(floor)
 }
@@ -397,7 +403,7 @@ pub(super) async fn persist_locked(
 
 /// Persists a bound every heartbeat; re-acquires a worker id after a lost lease.
 async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
-    let mut wait = until_room_half_used(&core);
+    let mut wait = until_room_partly_used(&core);
     let mut retry = REACQUIRE_FIRST_RETRY;
     loop {
         tokio::select! {
@@ -421,7 +427,7 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
             match reacquire(&core, &session).await {
                 Ok(()) => {
                     retry = REACQUIRE_FIRST_RETRY;
-                    wait = until_room_half_used(&core);
+                    wait = until_room_partly_used(&core);
                 }
                 Err(e) => {
                     // Soon at first, then backing off; the jitter spreads a fleet's
@@ -440,18 +446,19 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
         }
         core.note_persist(&result);
         if result.is_ok() {
-            wait = until_room_half_used(&core);
+            wait = until_room_partly_used(&core);
         }
     }
 }
 
 /// When the next persist is due after a successful one: a heartbeat later, or sooner
 /// while the clock leads (`lead.rs`) and the bound may reach only a little past it
-/// (`Core::capped`): once half the room is used, so callers keep finding the gate
-/// open. The clock leads at half speed, so `room` clock ms last `2 × room` real ms.
-fn until_room_half_used(core: &Core) -> Duration {
+/// (`Core::capped`): once a quarter of the room is used, so callers keep finding the
+/// gate open even when this task runs late on a busy host. The clock leads at half
+/// speed, so `room` clock ms last `2 × room` real ms.
+fn until_room_partly_used(core: &Core) -> Duration {
     let room = core.limit.get().saturating_sub(core.clock.now_millis());
-    let soon = Duration::from_millis(room.clamp(2, i64::from(u32::MAX)) as u64);
+    let soon = Duration::from_millis((room / 2).clamp(2, i64::from(u32::MAX)) as u64);
     core.settings.heartbeat.min(soon)
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::harness::{unique, Registry, Spawn, Target};
 use crate::mysql::exec;
-use crate::rows::{matrix_rows, outage_rows, tampered};
+use crate::rows::{matrix_rows, outage_rows, restart_newcomer_row, tampered};
 
 /// The pool row set.
 pub struct Pool;
@@ -87,6 +87,7 @@ fn pool_size(row: &str) -> u32 {
 
 matrix_rows!(Pool);
 outage_rows!(Pool);
+restart_newcomer_row!(Pool);
 
 /// The holder's row deleted (a cleanup): a newcomer inserts the id afresh, with no
 /// floor; another comes through another path.
@@ -130,7 +131,7 @@ mod on_postgres {
     use std::time::Duration;
 
     use crate::harness::{unique, Registry, Target};
-    use crate::rows::{matrix_rows, outage_rows};
+    use crate::rows::{matrix_rows, outage_rows, restart_newcomer_row};
 
     /// The PostgreSQL pool row set.
     pub struct PgPool;
@@ -205,4 +206,5 @@ mod on_postgres {
 
     matrix_rows!(PgPool);
     outage_rows!(PgPool);
+    restart_newcomer_row!(PgPool);
 }

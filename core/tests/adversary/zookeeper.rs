@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::foreign::{foreign_rows, When};
 use crate::harness::{open_dir, unique, Registry, Spawn, Target};
-use crate::rows::{matrix_rows, outage_rows, tampered};
+use crate::rows::{matrix_rows, outage_rows, restart_newcomer_row, tampered};
 
 /// The `zookeeper` row set.
 pub struct Zookeeper;
@@ -62,6 +62,10 @@ pub fn url_of(connect: &str, name: &str, port: &str) -> String {
 
 matrix_rows!(Zookeeper);
 outage_rows!(Zookeeper);
+restart_newcomer_row!(
+    Zookeeper,
+    ignore = "issue 30: duplicates today, see rows::restart_then_newcomer"
+);
 foreign_rows!(java_row);
 
 /// Java Leaf's `SnowflakeZookeeperHolder` on the identity a leafid uses (issue 20 #3,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::foreign::{foreign_rows, When};
 use crate::fork_recycle::{ForkConfig, ForkServer};
 use crate::harness::{unique, Registry, Spawn, Start, Target};
-use crate::rows::{matrix_rows, outage_rows, tampered};
+use crate::rows::{matrix_rows, outage_rows, restart_newcomer_row, tampered};
 use crate::zookeeper::{admin, zk};
 
 /// The `zookeeper-recycle` row set.
@@ -46,6 +46,7 @@ impl Registry for Recycle {
 
 matrix_rows!(Recycle);
 outage_rows!(Recycle);
+restart_newcomer_row!(Recycle);
 foreign_rows!(fork_row);
 
 /// The fork's `zk_recycle` server (`RecyclableZookeeperHolder`) on the same name (issue

@@ -484,7 +484,11 @@ fn first_id(
     let g = build_short(url, cache).unwrap();
     loop {
         match g.next_id() {
-            Ok(id) => return (g, id, started.elapsed()),
+            Ok(id) => {
+                let took = started.elapsed();
+                assert!(took < within, "first id after {took:?}");
+                return (g, id, took);
+            }
             Err(e) => assert!(
                 started.elapsed() < within,
                 "no first id within {within:?}: {e}"

@@ -235,7 +235,11 @@ fn first_id(url: &str, cache: &std::path::Path) -> (SnowflakeGenerator, i64, Dur
     let g = build(url, cache).unwrap();
     loop {
         match g.next_id() {
-            Ok(id) => return (g, id, started.elapsed()),
+            Ok(id) => {
+                let took = started.elapsed();
+                assert!(took < Duration::from_secs(2), "first id after {took:?}");
+                return (g, id, took);
+            }
             Err(e) => assert!(
                 started.elapsed() < Duration::from_secs(2),
                 "no first id within 2 s: {e}"

@@ -452,7 +452,11 @@ fn first_id_within(
 ) -> (i64, std::time::Duration) {
     loop {
         match g.next_id() {
-            Ok(id) => return (id, started.elapsed()),
+            Ok(id) => {
+                let took = started.elapsed();
+                assert!(took < within, "first id after {took:?}");
+                return (id, took);
+            }
             Err(e) => assert!(
                 started.elapsed() < within,
                 "no first id within {within:?}: {e}"

@@ -170,6 +170,16 @@ fn wipe(name: &str) {
     zk(async |c: &Client| delete_tree(c, &format!("/snowflake/{name}")).await);
 }
 
+/// Waits until `g`'s registry holds a bound at least `ahead` past the clock: a renew
+/// went through since the generator was built or the registry came back.
+fn wait_for_a_fresh_bound(kind: Kind, name: &str, g: &SnowflakeGenerator, ahead: i64) {
+    let started = Instant::now();
+    while persisted_bound(kind, name, g.worker_id()) < now_ms() + ahead {
+        assert!(started.elapsed() < BACK, "no bound written");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn assert_distinct(ids: &[i64]) {
     let distinct: HashSet<i64> = ids.iter().copied().collect();
     assert_eq!(distinct.len(), ids.len(), "an id was issued twice");
@@ -214,8 +224,7 @@ fn rides_through_a_short_outage_and_stops_at_its_bound_in_a_long_one(kind: Kind)
     .unwrap();
     assert_eq!(g.worker_id(), 0);
     let mut ids = g.next_ids_now(100).unwrap();
-    // Two heartbeats: the bound is a full lookahead ahead.
-    std::thread::sleep(Duration::from_millis(1_100));
+    wait_for_a_fresh_bound(kind, &name, &g, 3_500);
 
     proxy.set_blackhole(true);
     let cut = Instant::now();
@@ -231,8 +240,8 @@ fn rides_through_a_short_outage_and_stops_at_its_bound_in_a_long_one(kind: Kind)
     }
     proxy.set_blackhole(false);
     ids.extend(ids_after_heal(&g, 1));
-    // Back in touch: a renew or two, so the bound is a full lookahead ahead again.
-    std::thread::sleep(Duration::from_millis(2_000));
+    // Back in touch: the bound is a full lookahead ahead again.
+    wait_for_a_fresh_bound(kind, &name, &g, 3_500);
 
     proxy.set_blackhole(true);
     let cut = Instant::now();
@@ -367,7 +376,7 @@ fn a_tree_wiped_under_a_cut_off_holder_lets_a_newcomer_start_at_once(kind: Kind)
     )
     .unwrap();
     assert_eq!(a.worker_id(), 0);
-    std::thread::sleep(Duration::from_millis(1_100));
+    wait_for_a_fresh_bound(kind, &name, &a, 3_500);
     let ia = Issuer::start(a.clone());
 
     proxy.set_blackhole(true);

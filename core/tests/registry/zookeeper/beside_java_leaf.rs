@@ -6,8 +6,8 @@
 //!   the residual window (both issuing until Java's first upload) is measured and printed;
 //! - row 3: a Java server started just before leafid on a node carrying a leafid
 //!   release marker, or last written by Java long ago, is seen by the takeover watch;
-//! - row 4: the forever tree deleted under a live holder stops it at once and a new
-//!   identity that gets its id from the restarted sequence issues no duplicate.
+//! - row 4: the forever tree deleted under a live holder is seen at once (it takes an id
+//!   again) and a new identity from the restarted sequence issues no duplicate.
 
 use crate::support::java_leaf;
 
@@ -227,8 +227,9 @@ async fn delete_tree(c: &Client, path: &str) {
     let _ = c.delete(path, None).await;
 }
 
-/// Row 4: `deleteall /snowflake/{name}/forever` under a live holder; a new identity then
-/// gets the holder's worker id from the restarted sequence.
+/// Row 4: `deleteall /snowflake/{name}/forever` under a live holder: it sees the deletion
+/// at once and takes a worker id again (from the restarted sequence, above its bound);
+/// a new identity started right after gets the next one; no id repeats.
 #[test]
 fn the_forever_tree_deleted_under_a_live_holder_stops_it_at_once_and_no_id_repeats() {
     let name = unique("row4");
@@ -246,12 +247,20 @@ fn the_forever_tree_deleted_under_a_live_holder_stops_it_at_once_and_no_id_repea
             .unwrap();
         delete_tree(&c, &format!("/snowflake/{name}/forever")).await;
     });
-    let mut last = ia.count();
-    // Well inside the heartbeat: the watch, not the next renew, stops it.
-    wait_until("A stops issuing", Duration::from_secs(4), || {
-        std::thread::sleep(Duration::from_millis(200));
-        let now = ia.count();
-        std::mem::replace(&mut last, now) == now
+    // Well inside the heartbeat: the watch, not the next renew, sees the deletion, and A
+    // takes a worker id again at once (a new node, floored by its `ids/0` bound).
+    let forever = format!("/snowflake/{name}/forever");
+    wait_until("A re-acquires", Duration::from_secs(4), || {
+        std::thread::sleep(Duration::from_millis(50));
+        rt.block_on(async {
+            let c = Client::connect(&zk_addr(), Duration::from_secs(6), Duration::from_secs(3))
+                .await
+                .unwrap();
+            !c.list_children(&forever)
+                .await
+                .unwrap_or_default()
+                .is_empty()
+        })
     });
 
     let b = Arc::new(build(&name, "10.23.0.2", cb.path(), 6_000).unwrap());

@@ -120,13 +120,16 @@ pub fn watched_generator(
     (reg, g)
 }
 
-/// Retries while the pool is full (ids of killed holders free after their session timeout).
+/// Retries while the pool is full (ids of killed holders free after their session
+/// timeout), and through a connection lost mid-start (a 1 s session on a loaded machine).
 pub fn gen_when_free(name: &str, layout: Layout, cache: &std::path::Path) -> SnowflakeGenerator {
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         match gen(name, layout, cache) {
             Ok(g) => return g,
-            Err(Error::WorkerIdExhausted { .. }) if Instant::now() < until => {
+            Err(Error::WorkerIdExhausted { .. } | Error::RegistryUnavailable { .. })
+                if Instant::now() < until =>
+            {
                 std::thread::sleep(Duration::from_millis(100))
             }
             Err(e) => panic!("cannot take a worker id: {e}"),

@@ -105,8 +105,12 @@ fn killing_the_session_cuts_the_issue_limit_and_the_id_goes_to_the_next_holder_a
     leafid::runtime::block_on(async move { o.release(&next).await }).unwrap();
 }
 
+/// Free ids are taken lowest floor first, so the ids' time part leads the clock the
+/// least: a recorded bound a minute ahead is still below the floor of an id with no
+/// record (ZooKeeper's clock plus the reach, fence rule 5), and a bound in the past is
+/// below both.
 #[test]
-fn a_free_id_whose_last_bound_is_past_is_taken_before_one_still_ahead() {
+fn a_free_id_with_the_lowest_floor_is_taken_first_and_an_unrecorded_one_last() {
     let name = unique_name("rank");
     let registry = |ip: &str| {
         Arc::new(ZookeeperRecycleRegistry::new(
@@ -126,23 +130,41 @@ fn a_free_id_whose_last_bound_is_past_is_taken_before_one_still_ahead() {
     let first = registry("10.0.0.1");
     let r = first.clone();
     let held = leafid::runtime::block_on(async move {
-        let lease = r.acquire(1, IssueLimit::closed()).await?;
+        let lease = r.acquire(2, IssueLimit::closed()).await?;
         r.renew(&lease, now + 60_000).await?;
         r.release(&lease).await?;
         Ok::<_, Error>(lease)
     })
     .unwrap();
     assert_eq!(held.worker_id, 0);
-    // The next holder starts at once on id 1 rather than waiting a minute on id 0.
-    let second = registry("10.0.0.2");
-    let r = second.clone();
+    // Id 0 (a minute ahead) is taken before ids 1 and 2 (no record).
+    let (zero, one) = (registry("10.0.0.2"), registry("10.0.0.3"));
+    let (z, o) = (zero.clone(), one.clone());
+    let (a, b) = leafid::runtime::block_on(async move {
+        let a = z.acquire(2, IssueLimit::closed()).await?;
+        // With id 0 held, the next holder gets id 1 and leaves a bound in the past.
+        let b = o.acquire(2, IssueLimit::closed()).await?;
+        o.renew(&b, now - 1_000).await?;
+        o.release(&b).await?;
+        z.release(&a).await?;
+        Ok::<_, Error>((a, b))
+    })
+    .unwrap();
+    assert_eq!(
+        (a.worker_id, a.floor_ms, a.floor_recorded),
+        (0, now + 60_000, true)
+    );
+    assert_eq!((b.worker_id, b.floor_recorded), (1, false));
+    // Id 1 (a bound in the past) is taken before id 0 (ahead) and id 2 (no record).
+    let last = registry("10.0.0.4");
+    let r = last.clone();
     let next = leafid::runtime::block_on(async move {
-        let lease = r.acquire(1, IssueLimit::closed()).await?;
+        let lease = r.acquire(2, IssueLimit::closed()).await?;
         r.release(&lease).await?;
         Ok::<_, Error>(lease)
     })
     .unwrap();
-    assert_eq!((next.worker_id, next.floor_ms), (1, i64::MIN));
+    assert_eq!((next.worker_id, next.floor_ms), (1, now - 1_000));
 }
 
 #[test]
@@ -200,11 +222,20 @@ fn generator_stops_on_a_lost_session_and_resumes_on_a_new_lease_without_duplicat
         assert!(seen.insert(id));
     }
     let ended = end_held_session(&reg, &name);
-    // Issuing stops (LeaseLost) until the heartbeat leased an id again (at once when a
-    // free id's last bound is past), then resumes on the new session.
+    // The holder learns of the end when its client next reaches the server (it may have
+    // been between connections, kicked off by the attach): until then it issues up to
+    // its bound, below the floor it leaves (fence rule 5); then it stops (LeaseLost)
+    // until the heartbeat leased an id again, and resumes on the new session.
     let until = Instant::now() + Duration::from_secs(30);
+    let held = || {
+        let r = reg.clone();
+        leafid::runtime::block_on(async move { r.held_session().await }).map(|(_, s)| s.id)
+    };
     let mut resumed = 0;
     while resumed < 1_000 {
+        if held() == Some(ended) {
+            resumed = 0;
+        }
         assert!(Instant::now() < until, "generator never resumed");
         match g.next_id() {
             Ok(id) => {

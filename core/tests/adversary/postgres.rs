@@ -53,9 +53,8 @@ impl Drop for Identity {
     }
 }
 
-/// A database of a row's own, dropped when the row ends: the wipe row's newcomers take
-/// one of the first few free ids at random, which other rows' identities in the shared
-/// database would take too.
+/// A database of a row's own, dropped when the row ends: the wipe row fills it (see
+/// [`Postgres::wipe`]).
 struct Database(String);
 
 impl Database {
@@ -113,21 +112,27 @@ impl Registry for Postgres {
         Duration::from_secs(10)
     }
 
-    /// The identity's row deleted.
+    /// The identity's row deleted. In the row's own database every other id then gets a
+    /// released row of another identity (a busy fleet's), so a newcomer's new row takes
+    /// the holder's id: a new identity takes one of the first few free ids at random.
     fn wipe(&self, t: &Target) {
         exec_on(
             &url::Url::parse(&t.url).unwrap(),
             &format!(
-                "DELETE FROM leafid_worker_pool WHERE pool = '' AND identity = '{}'",
+                "WITH gone AS (DELETE FROM leafid_worker_pool \
+                   WHERE pool = '' AND identity = '{}' RETURNING worker_id) \
+                 INSERT INTO leafid_worker_pool \
+                   (pool, worker_id, identity, holder, holder_info, expires_ms, bound_ms) \
+                 SELECT '', i, 'filler:' || i, '', '', 0, NULL \
+                   FROM generate_series(0, 1023) AS i \
+                   WHERE i NOT IN (SELECT worker_id FROM gone) \
+                 ON CONFLICT DO NOTHING",
                 t.name
             ),
         );
     }
 
-    /// An identity of its own in `t`'s database (deleted when the row ends). A new
-    /// identity takes one of the first few free ids at random: the rows start newcomers
-    /// until one has the holder's, and each that does not keeps its id (its row stays)
-    /// out of the next one's way.
+    /// An identity of its own in `t`'s database (deleted when the row ends).
     fn other(&self, t: &mut Target, i: usize) -> String {
         let port = unique_port(&format!("other{i}"));
         t.keep.push(Box::new(Identity(format!("127.0.0.1:{port}"))));

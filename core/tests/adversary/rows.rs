@@ -42,32 +42,21 @@ pub(crate) use matrix_rows;
 /// registry `$reg`: a holder cut off from its registry keeps issuing up to the bound the
 /// registry holds (fence rule 5) while a newcomer takes its id after the lease ran out,
 /// or at once after a wipe; a restart while the registry is down, then the heal. Each
-/// also with the clocks apart ([`Clocks::Apart`]).
+/// runs twice at once, on targets of their own: with every clock in step, and with the
+/// clocks apart ([`Clocks::Apart`]); each prints its line.
 macro_rules! outage_rows {
     ($reg:expr) => {
         #[test]
         fn partitioned_holder_keeps_issuing_while_a_newcomer_takes_its_id() {
-            crate::rows::partitioned(&$reg, crate::rows::Clocks::InStep)
-        }
-        #[test]
-        fn partitioned_holder_keeps_issuing_while_a_newcomer_takes_its_id_clocks_apart() {
-            crate::rows::partitioned(&$reg, crate::rows::Clocks::Apart)
+            crate::rows::in_step_and_apart(&$reg, crate::rows::partitioned)
         }
         #[test]
         fn registry_wiped_while_a_holder_is_cut_off() {
-            crate::rows::wiped(&$reg, crate::rows::Clocks::InStep)
-        }
-        #[test]
-        fn registry_wiped_while_a_holder_is_cut_off_clocks_apart() {
-            crate::rows::wiped(&$reg, crate::rows::Clocks::Apart)
+            crate::rows::in_step_and_apart(&$reg, crate::rows::wiped)
         }
         #[test]
         fn restart_during_an_outage_then_heal() {
-            crate::rows::restarted(&$reg, crate::rows::Clocks::InStep)
-        }
-        #[test]
-        fn restart_during_an_outage_then_heal_clocks_apart() {
-            crate::rows::restarted(&$reg, crate::rows::Clocks::Apart)
+            crate::rows::in_step_and_apart(&$reg, crate::rows::restarted)
         }
     };
 }
@@ -365,6 +354,9 @@ pub const SHORT: Short = Short {
 /// in which a newcomer's own clock would floor it below what the holder issued.
 pub const APART_S: f64 = 1.5;
 
+/// Extra environment of a worker.
+type Env = Vec<(String, String)>;
+
 /// The clocks of an outage row's processes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Clocks {
@@ -385,7 +377,7 @@ impl Clocks {
 
     /// The holder's and the newcomer's extra environment; `None` when the clocks must be
     /// apart and libfaketime is not installed.
-    fn env(self) -> Option<(Vec<(String, String)>, Vec<(String, String)>)> {
+    fn env(self) -> Option<(Env, Env)> {
         match self {
             Clocks::InStep => Some((Vec::new(), Vec::new())),
             Clocks::Apart => Some((
@@ -394,6 +386,18 @@ impl Clocks {
             )),
         }
     }
+}
+
+/// Runs `row` with the clocks in step and, at the same time on a thread of its own,
+/// apart: the pair takes the time of one (the rows mostly wait).
+pub fn in_step_and_apart(reg: &dyn Registry, row: fn(&dyn Registry, Clocks)) {
+    std::thread::scope(|s| {
+        let apart = s.spawn(|| row(reg, Clocks::Apart));
+        row(reg, Clocks::InStep);
+        if let Err(panic) = apart.join() {
+            std::panic::resume_unwind(panic);
+        }
+    });
 }
 
 /// A worker of `url` with [`SHORT`] and `clock` (libfaketime's environment, or none).

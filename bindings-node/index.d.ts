@@ -286,9 +286,22 @@ export interface SnowflakeConnectOptions {
   cacheDir?: string;
   /** How often the time bound is persisted (3000). */
   heartbeatMs?: number;
+  /**
+   * How far ahead of the clock each persisted bound reaches (65000, or twice a longer
+   * `heartbeatMs`): ids keep coming through a registry outage this long, less at most
+   * one heartbeat; past it `nextId` throws and `nextIdAsync` waits for the registry.
+   * Holders of one identity must share it. The price: a holder that takes over the
+   * worker id after a crash issues ids whose time part leads the clock by up to this
+   * much until the clock catches up.
+   */
+  lookaheadMs?: number;
   /** Largest backward clock step waited out (5). */
   maxBackwardMs?: number;
-  /** How long start-up waits for a clock behind the worker's floor (10000). */
+  /**
+   * How far the clock may be behind the worker's recorded floor beyond `lookaheadMs`
+   * and `maxSkewMs` before `connect` rejects with `LEAF_CLOCK_BEHIND_REGISTRY` (10000).
+   * Start-up never waits for the clock: ids start above the floor at once.
+   */
   startupWaitMs?: number;
   /**
    * Largest difference allowed between the local clock and the registry's clock
@@ -341,10 +354,15 @@ export declare class SnowflakeGenerator {
    * the local clock more than `maxSkewMs` off the registry's (issuing resumes once they
    * agree), `LEAF_CLOSED` after `close()`. Never waits on I/O: when the registry is
    * needed first (a late heartbeat, a lost lease) it throws at once with the cause's code
-   * while the work goes on in the background.
+   * while the work goes on in the background. A registry out of reach for less than
+   * `lookaheadMs` is not needed: ids keep coming; past that, `LEAF_REGISTRY_UNAVAILABLE`.
    */
   nextId(): bigint;
-  /** The next id, waiting off the event loop when the registry is needed first. */
+  /**
+   * The next id, waiting off the event loop when the registry is needed first: for at
+   * most 10 s (the core's `MAX_ASYNC_WAIT`), then it rejects with the cause's code
+   * (`LEAF_REGISTRY_UNAVAILABLE` for a registry out of reach past `lookaheadMs`).
+   */
   nextIdAsync(): Promise<bigint>;
   /**
    * `n` ids (0 ≤ n ≤ 2^20), waiting as `nextIdAsync` does, off the event loop: a

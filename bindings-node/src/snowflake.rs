@@ -96,6 +96,7 @@ const SNOWFLAKE_KEYS: &[&str] = &[
     "layout",
     "cacheDir",
     "heartbeatMs",
+    "lookaheadMs",
     "maxBackwardMs",
     "startupWaitMs",
     "maxSkewMs",
@@ -157,6 +158,9 @@ fn builder(
     }
     if let Some(d) = o.get("heartbeatMs", args::millis)? {
         builder = builder.heartbeat(d);
+    }
+    if let Some(d) = o.get("lookaheadMs", args::millis)? {
+        builder = builder.lookahead(d);
     }
     if let Some(d) = o.get("maxBackwardMs", args::millis)? {
         builder = builder.max_backward(d);

@@ -98,12 +98,17 @@ impl PyLayout {
 /// ``zookeeper-recycle://host:port/name``, ``mysql://user:pass@host/db?port=P``.
 ///
 /// Acquires a worker id from ``registry``. Durations are in seconds:
-/// ``heartbeat`` (how often the time bound is persisted), ``max_backward`` (largest
-/// backward clock step waited out), ``startup_wait`` (how long start-up waits for a
-/// clock behind the worker's floor), ``max_skew`` (largest difference allowed
-/// between the local clock and the registry's clock; ``None``: the core's default,
-/// 5 s; ``fixed:`` and ``local:`` have no clock to compare with). Ranges are the
-/// core's (``SnowflakeBuilder``); a value outside raises ``InvalidConfig``.
+/// ``heartbeat`` (how often the time bound is persisted), ``lookahead`` (how far
+/// ahead of the clock each persisted bound reaches: ids keep coming through a
+/// registry outage this long, less at most one heartbeat; ``None``: the core's
+/// default, 65 s), ``max_backward`` (largest backward clock step waited out),
+/// ``startup_wait`` (how far the clock may be behind the worker's recorded floor
+/// beyond ``lookahead`` and ``max_skew`` before start-up raises
+/// ``ClockBehindRegistry``; start-up never waits for the clock: ids start above the
+/// floor at once), ``max_skew`` (largest difference allowed between the local clock
+/// and the registry's clock; ``None``: the core's default, 5 s; ``fixed:`` and
+/// ``local:`` have no clock to compare with). Ranges are the core's
+/// (``SnowflakeBuilder``); a value outside raises ``InvalidConfig``.
 ///
 /// Raises ``WorkerIdInUse`` when the identity's worker id has another live holder
 /// and the registry cannot give a distinct one, ``ClockSkew`` beyond ``max_skew``,
@@ -141,11 +146,14 @@ impl Drop for PySnowflakeGenerator {
 
 /// The constructor's keyword arguments → the core's builder (shared by `__new__` and
 /// `connect`, whose signatures are the same).
+// One argument per keyword argument, as the signatures it serves.
+#[allow(clippy::too_many_arguments)]
 fn builder(
     registry: &str,
     layout: Option<PyRef<'_, PyLayout>>,
     cache_dir: Option<std::path::PathBuf>,
     heartbeat: f64,
+    lookahead: Option<f64>,
     max_backward: f64,
     startup_wait: f64,
     max_skew: Option<f64>,
@@ -156,7 +164,11 @@ fn builder(
         .heartbeat(crate::seconds("heartbeat", heartbeat)?)
         .max_backward(crate::seconds("max_backward", max_backward)?)
         .startup_wait(crate::seconds("startup_wait", startup_wait)?);
-    // None keeps the core's default (`leafid::snowflake::DEFAULT_MAX_SKEW`).
+    // None keeps the core's defaults (`leafid::snowflake::DEFAULT_LOOKAHEAD`,
+    // `DEFAULT_MAX_SKEW`).
+    if let Some(s) = lookahead {
+        builder = builder.lookahead(crate::seconds("lookahead", s)?);
+    }
     if let Some(s) = max_skew {
         builder = builder.max_skew(crate::seconds("max_skew", s)?);
     }
@@ -209,7 +221,7 @@ impl PySnowflakeGenerator {
 #[pymethods]
 impl PySnowflakeGenerator {
     #[new]
-    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None))]
+    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, lookahead=None, max_backward=0.005, startup_wait=10.0, max_skew=None))]
     // Python keyword arguments, one per option: the signature is the API.
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -218,6 +230,7 @@ impl PySnowflakeGenerator {
         layout: Option<PyRef<'_, PyLayout>>,
         cache_dir: Option<std::path::PathBuf>,
         heartbeat: f64,
+        lookahead: Option<f64>,
         max_backward: f64,
         startup_wait: f64,
         max_skew: Option<f64>,
@@ -227,6 +240,7 @@ impl PySnowflakeGenerator {
             layout,
             cache_dir,
             heartbeat,
+            lookahead,
             max_backward,
             startup_wait,
             max_skew,
@@ -239,7 +253,7 @@ impl PySnowflakeGenerator {
     /// and the event loop goes on meanwhile. ``sf = await SnowflakeGenerator.connect(r)``,
     /// or ``async with SnowflakeGenerator.connect(r) as sf:`` (closed at the block's end).
     #[staticmethod]
-    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, max_backward=0.005, startup_wait=10.0, max_skew=None))]
+    #[pyo3(signature = (registry, *, layout=None, cache_dir=None, heartbeat=3.0, lookahead=None, max_backward=0.005, startup_wait=10.0, max_skew=None))]
     #[allow(clippy::too_many_arguments)]
     fn connect<'py>(
         py: Python<'py>,
@@ -247,6 +261,7 @@ impl PySnowflakeGenerator {
         layout: Option<PyRef<'_, PyLayout>>,
         cache_dir: Option<std::path::PathBuf>,
         heartbeat: f64,
+        lookahead: Option<f64>,
         max_backward: f64,
         startup_wait: f64,
         max_skew: Option<f64>,
@@ -256,6 +271,7 @@ impl PySnowflakeGenerator {
             layout,
             cache_dir,
             heartbeat,
+            lookahead,
             max_backward,
             startup_wait,
             max_skew,
@@ -266,7 +282,10 @@ impl PySnowflakeGenerator {
     /// The next id, greater than every id this generator issued before. Raises
     /// ``ClockMovedBackwards``, ``LeaseLost`` when the registry took the worker id away,
     /// ``ClockSkew`` when a heartbeat found the clocks more than ``max_skew`` apart
-    /// (issuing resumes once they agree), ``Closed`` after ``close()``.
+    /// (issuing resumes once they agree), ``Closed`` after ``close()``. A registry out of
+    /// reach for less than ``lookahead`` is not needed: ids keep coming from memory; past
+    /// it the call waits up to 10 s (the core's ``MAX_ASYNC_WAIT``) for a bound to be
+    /// persisted, then raises ``RegistryUnavailable``.
     // The GIL is released only on the slow path (`try_next_id` gave `None`): a call
     // may wait for the next millisecond, wait out a small clock step, or (first call in
     // a forked child, after a lost lease) acquire a worker id from the registry; that

@@ -89,6 +89,7 @@ function rows({ gen, handle, sf, cipher }) {
     ['SnowflakeGenerator.connect options.layout.epochMs', 'int64', (v) => SnowflakeGenerator.connect(sfOpts({ layout: { ...LAYOUT, epochMs: v } }))],
     ['SnowflakeGenerator.connect options.cacheDir', 'string', (v) => SnowflakeGenerator.connect(sfOpts({ cacheDir: v === undefined ? null : v }))],
     ['SnowflakeGenerator.connect options.heartbeatMs', '?millis', (v) => SnowflakeGenerator.connect(sfOpts({ heartbeatMs: v }))],
+    ['SnowflakeGenerator.connect options.lookaheadMs', '?millis', (v) => SnowflakeGenerator.connect(sfOpts({ lookaheadMs: v }))],
     ['SnowflakeGenerator.connect options.maxBackwardMs', '?millis', (v) => SnowflakeGenerator.connect(sfOpts({ maxBackwardMs: v }))],
     ['SnowflakeGenerator.connect options.startupWaitMs', '?millis', (v) => SnowflakeGenerator.connect(sfOpts({ startupWaitMs: v }))],
     ['SnowflakeGenerator.connect options.maxSkewMs', '?millis', (v) => SnowflakeGenerator.connect(sfOpts({ maxSkewMs: v }))],

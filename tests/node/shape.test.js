@@ -92,7 +92,7 @@ test('known options still pass: every key of each options object', async () => {
   await gen.createTag('t', { start: 1, step: 10, description: 'd', existOk: true });
   await gen.close();
   const sf = await SnowflakeGenerator.connect('fixed:63', {
-    layout: leafLayout(), cacheDir: tmpdir(), heartbeatMs: 3000, maxBackwardMs: 5, startupWaitMs: 0, maxSkewMs: 5000,
+    layout: leafLayout(), cacheDir: tmpdir(), heartbeatMs: 3000, lookaheadMs: 65000, maxBackwardMs: 5, startupWaitMs: 0, maxSkewMs: 5000,
   });
   assert.equal(decode(sf.nextId(), sf.layout).workerId, 63);
   await sf.close();

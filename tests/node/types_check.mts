@@ -2,7 +2,7 @@
 // default export carries them.
 import leafid, { LeafError, isLeafError, SnowflakeGenerator } from 'leafid';
 
-const sf = await SnowflakeGenerator.connect('fixed:7');
+const sf = await SnowflakeGenerator.connect('fixed:7', { lookaheadMs: 65_000 });
 const e: unknown = await sf.close().catch((err: unknown) => err);
 if (e instanceof leafid.LeafError || isLeafError(e)) console.log(e.code);
 console.log(LeafError === leafid.LeafError, leafid.isLeafError(e));

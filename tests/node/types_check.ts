@@ -22,7 +22,7 @@ export async function surface(): Promise<bigint> {
   const body: string = JSON.stringify({ id: value }, jsonReplacer);
   const max: string = stats[0].segments[0].toJSON().max;
   console.log(body, max);
-  const sf = await SnowflakeGenerator.connect('fixed:7', { cacheDir: '/tmp' });
+  const sf = await SnowflakeGenerator.connect('fixed:7', { cacheDir: '/tmp', lookaheadMs: 65_000 });
   const older = await SnowflakeGenerator.connect({ registry: 'fixed:8' });
   // @ts-expect-error: a misspelt option is refused, as plain JS refuses it.
   await SegmentGenerator.connect('memory:', { waitTimoutMs: 10 });

@@ -73,7 +73,7 @@ def test_segment_calls_refuse_wrong_types_and_huge_batches(tmp_path: Path) -> No
 
 def test_snowflake_options_refuse_bad_numbers(tmp_path: Path) -> None:
     registry = "fixed:33"
-    for key in ["heartbeat", "max_backward", "max_skew"]:
+    for key in ["heartbeat", "lookahead", "max_backward", "max_skew"]:
         for v in EXTREME_FLOATS:
             e = ordinary(lambda: leafid.SnowflakeGenerator(registry, cache_dir=tmp_path, **{key: v}))
             assert isinstance(e, leafid.InvalidConfig), (key, v, e)

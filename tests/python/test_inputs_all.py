@@ -45,6 +45,7 @@ STEP = kind((NOT_INT, TYPE), (HUGE_INTS, OVER), ([0, -5], CONFIG))
 SECONDS = kind((NOT_FLOAT, TYPE), ([NAN, -1.0, -INF, -1e-9], CONFIG))
 OPT_SECONDS = kind(([b"1", "1", {}, object()], TYPE), ([NAN, -1.0, -INF], CONFIG))
 BOUNDED_SECONDS = kind((NOT_FLOAT, TYPE), ([NAN, -1.0, INF, 1e19], CONFIG))
+OPT_BOUNDED_SECONDS = kind(([b"1", "1", {}, object()], TYPE), ([NAN, -1.0, INF, 1e19], CONFIG))
 BOOL = kind((NOT_BOOL, TYPE))
 BITS = kind((NOT_INT, TYPE), ([-1, 256, 2**64], OVER), ([64, 200], (ValueError,)))
 ID = kind(([None, "1", b"1", 1.5, [], object()], TYPE), ([-1], (ValueError,)), ([2**63, 2**64], (OverflowError, ValueError)))
@@ -112,6 +113,7 @@ def rows() -> list[Row]:
             Row(f"SnowflakeGenerator.{c_name}", p, k, (lambda c, p: lambda o, v: ctor(leafid.SnowflakeGenerator, c)("fixed:643", cache_dir=o["dir"], **{p: v}) if p != "registry" else ctor(leafid.SnowflakeGenerator, c)(v, cache_dir=o["dir"]))(c_name, p))
             for c_name in ("__new__", "connect")
             for p, k in [("registry", REGISTRY), ("layout", LAYOUT), ("cache_dir", PATH), ("heartbeat", BOUNDED_SECONDS),
+                         ("lookahead", OPT_BOUNDED_SECONDS),
                          ("max_backward", BOUNDED_SECONDS), ("startup_wait", SECONDS), ("max_skew", OPT_SECONDS)]
         ],
         Row("SnowflakeGenerator.next_id", "-", NONE, lambda o, v: o[F].next_id(v)),

@@ -300,12 +300,17 @@ class SnowflakeGenerator:
     ``zookeeper-recycle://host:port/name``, ``mysql://user:pass@host/db?port=P``.
 
     Acquires a worker id from ``registry``. Durations are in seconds:
-    ``heartbeat`` (how often the time bound is persisted), ``max_backward`` (largest
-    backward clock step waited out), ``startup_wait`` (how long start-up waits for a
-    clock behind the worker's floor), ``max_skew`` (largest difference allowed
-    between the local clock and the registry's clock; ``None``: the core's default,
-    5 s; ``fixed:`` and ``local:`` have no clock to compare with). Ranges are the
-    core's (``SnowflakeBuilder``); a value outside raises ``InvalidConfig``.
+    ``heartbeat`` (how often the time bound is persisted), ``lookahead`` (how far
+    ahead of the clock each persisted bound reaches: ids keep coming through a
+    registry outage this long, less at most one heartbeat; ``None``: the core's
+    default, 65 s), ``max_backward`` (largest backward clock step waited out),
+    ``startup_wait`` (how far the clock may be behind the worker's recorded floor
+    beyond ``lookahead`` and ``max_skew`` before start-up raises
+    ``ClockBehindRegistry``; start-up never waits for the clock: ids start above the
+    floor at once), ``max_skew`` (largest difference allowed between the local clock
+    and the registry's clock; ``None``: the core's default, 5 s; ``fixed:`` and
+    ``local:`` have no clock to compare with). Ranges are the core's
+    (``SnowflakeBuilder``); a value outside raises ``InvalidConfig``.
 
     Raises ``WorkerIdInUse`` when the identity's worker id has another live holder
     and the registry cannot give a distinct one, ``ClockSkew`` beyond ``max_skew``,
@@ -319,6 +324,7 @@ class SnowflakeGenerator:
         layout: Optional[Layout] = None,
         cache_dir: Union[str, PathLike[str], None] = None,
         heartbeat: float = 3.0,
+        lookahead: Optional[float] = None,
         max_backward: float = 0.005,
         startup_wait: float = 10.0,
         max_skew: Optional[float] = None,
@@ -330,6 +336,7 @@ class SnowflakeGenerator:
         layout: Optional[Layout] = None,
         cache_dir: Union[str, PathLike[str], None] = None,
         heartbeat: float = 3.0,
+        lookahead: Optional[float] = None,
         max_backward: float = 0.005,
         startup_wait: float = 10.0,
         max_skew: Optional[float] = None,
@@ -341,7 +348,10 @@ class SnowflakeGenerator:
         """The next id, greater than every id this generator issued before. Raises
         ``ClockMovedBackwards``, ``LeaseLost`` when the registry took the worker id away,
         ``ClockSkew`` when a heartbeat found the clocks more than ``max_skew`` apart
-        (issuing resumes once they agree), ``Closed`` after ``close()``."""
+        (issuing resumes once they agree), ``Closed`` after ``close()``. A registry out of
+        reach for less than ``lookahead`` is not needed: ids keep coming from memory; past
+        it the call waits up to 10 s (the core's ``MAX_ASYNC_WAIT``) for a bound to be
+        persisted, then raises ``RegistryUnavailable``."""
     def next_ids(self, n: int) -> list[int]:
         """``n`` ids (at most 2**20), ascending; Ctrl-C interrupts a big batch within a
         few milliseconds. A batch takes at most three quarters of each millisecond's

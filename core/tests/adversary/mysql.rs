@@ -90,10 +90,10 @@ impl Registry for Mysql {
         }
     }
 
-    /// The lease runs until the holder's last bound (the 6 s lookahead) plus its 5 s
-    /// grace.
+    /// The lease runs 15 s past the holder's last renew (the bound, 65 s ahead by
+    /// default, plus 5 s, at most `pool::LEASE_TERM`); renews come every 3 s.
     fn lease_life(&self) -> Option<Duration> {
-        Some(Duration::from_secs(13))
+        Some(Duration::from_millis(16_500))
     }
 
     /// The lease row's term: the bound (up to the reach ahead while the clock leads)

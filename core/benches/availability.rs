@@ -8,7 +8,12 @@
 //!    MariaDB or PostgreSQL goes silent (frozen: connections held, nothing passes) or
 //!    refuses (open connections dropped, new ones closed at once) for `--outage` seconds
 //!    while one thread calls the never-waiting `next_id_now` and another the blocking
-//!    `next_id`, each at `--rate` calls a second on a generator of its own.
+//!    `next_id`, each at `--rate` calls a second on a generator of its own. Every
+//!    generator is built before the first outage and is at least `--age` seconds old
+//!    (default 150) when its outage starts: a holder's clock leads the real one after
+//!    its start and catches up at half speed (issue 30's design), and until it has, its
+//!    persisted bound lies less than the lookahead ahead of that clock (`--age 0` shows
+//!    a holder cut off seconds after its start).
 //!
 //! It prints tables; nothing is asserted. The shared servers are never stopped: every
 //! fault is the proxy's. MySQL and PostgreSQL registries run in a database of the
@@ -16,7 +21,7 @@
 //! the end); ZooKeeper names carry the process id and are deleted at the end.
 //!
 //! Run: `source .services/env && cargo bench -p leafid --bench availability --
-//! [--runs 5] [--outage 60] [--warm 5] [--tail 20] [--rate 1000] [--part first|outage]
+//! [--runs 5] [--outage 60] [--age 150] [--warm 5] [--tail 20] [--rate 1000] [--part first|outage]
 //! [--only zookeeper,mysql-pool,…]`. Under `cargo test` it runs one first-id round of
 //! the registries that need no service (a smoke run of the harness).
 
@@ -45,6 +50,7 @@ struct Args {
     runs: usize,
     outage: u64,
     warm: u64,
+    age: u64,
     tail: u64,
     rate: u64,
     first: bool,
@@ -71,6 +77,7 @@ fn args() -> Args {
         runs: num("--runs", if bench { 5 } else { 1 }) as usize,
         outage: num("--outage", 60),
         warm: num("--warm", 5),
+        age: num("--age", 150),
         tail: num("--tail", 20),
         rate: num("--rate", 1000),
         first: part.as_deref() != Some("outage"),
@@ -577,7 +584,14 @@ fn caller(
         calls.longest_call = calls.longest_call.max(end - t);
         match r {
             Ok(_) => calls.ok_ms.push((end - start).as_millis() as u64),
-            Err(e) => *calls.errors.entry(e.code()).or_default() += 1,
+            Err(e) => {
+                let n = calls.errors.entry(e.code()).or_default();
+                if *n == 0 {
+                    // The first of each kind, with when: what a caller was told.
+                    eprintln!("availability: at {} ms: {e}", (end - start).as_millis());
+                }
+                *n += 1;
+            }
         }
         due = (due + slot).max(end);
     }
@@ -629,30 +643,61 @@ fn seen(c: &Calls, fault_ms: u64, heal_ms: u64, end_ms: u64) -> Seen {
     }
 }
 
-/// One outage of `kind`: rows for the never-waiting and the blocking caller.
-fn outage(env: &Env, kind: Kind, fault: Fault, k: u32, a: &Args) -> Vec<String> {
+/// One outage's proxy and generators, made before any outage is played so that every
+/// holder is `--age` seconds old when its outage starts.
+struct Prepared {
+    kind: Kind,
+    fault: Fault,
+    k: u32,
+    proxy: DelayProxy,
+    /// The never-waiting caller's generator and the blocking caller's, or why one
+    /// did not start.
+    gens: Result<[Arc<SnowflakeGenerator>; 2], &'static str>,
+}
+
+fn prepare(env: &Env, kind: Kind, fault: Fault, k: u32) -> Prepared {
     let proxy = DelayProxy::start(env.upstream(kind));
     let via = proxy.addr.to_string();
     let cache = env.path(&format!("cache-outage-{}-{k}", kind.label()));
+    let build = |k| generator(&env.url(kind, k, Some(&via)), &cache).map(Arc::new);
+    let gens = build(k).and_then(|a| Ok([a, build(k + 1)?])).map_err(|e| {
+        eprintln!("availability: {} outage generator: {e}", kind.label());
+        e.code()
+    });
+    Prepared {
+        kind,
+        fault,
+        k,
+        proxy,
+        gens,
+    }
+}
+
+/// One outage: rows for the never-waiting and the blocking caller.
+fn outage(env: &Env, p: Prepared, a: &Args) -> Vec<String> {
+    let Prepared {
+        kind,
+        fault,
+        k,
+        proxy,
+        gens,
+    } = p;
     let fault_name = match fault {
         Fault::Frozen => "frozen",
         Fault::Refused => "refused",
     };
-    let mut gens = Vec::new();
-    for k in [k, k + 1] {
-        match generator(&env.url(kind, k, Some(&via)), &cache) {
-            Ok(g) => gens.push(Arc::new(g)),
-            Err(e) => {
-                return vec![format!(
-                    "| {} | {fault_name} | — | start failed: {} |",
-                    kind.shown(),
-                    e.code()
-                )]
-            }
+    let gens = match gens {
+        Ok(gens) => gens,
+        Err(code) => {
+            return vec![format!(
+                "| {} | {fault_name} | — | start failed: {code} |",
+                kind.shown()
+            )]
         }
-    }
+    };
     let start = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
+    eprintln!("availability: {} {fault_name}:", kind.label());
     let threads: Vec<_> = gens
         .iter()
         .enumerate()
@@ -772,9 +817,13 @@ fn main() {
     }
     if a.outages {
         println!(
-            "\nA registry outage of {} s: calls at {}/s per caller (each on a generator of its own), \
-             {} s before it, {} s after the heal\n",
-            a.outage, a.rate, a.warm, a.tail
+            "\nA registry outage of {} s: calls at {}/s per caller (each on a generator of its own, \
+             started at least {} s before the outage), from {} s before it to {} s after the heal\n",
+            a.outage,
+            a.rate,
+            a.age.max(a.warm),
+            a.warm,
+            a.tail
         );
         println!(
             "| registry | outage | caller | seconds with ids | seconds without | first second without | \
@@ -782,12 +831,18 @@ fn main() {
         );
         println!("|---|---|---|---|---|---|---|---|---|---|");
         let mut k = 200;
+        let mut prepared = Vec::new();
         for &kind in kinds.iter().filter(|k| k.networked()) {
             for fault in [Fault::Frozen, Fault::Refused] {
-                for row in outage(&env, kind, fault, k, &a) {
-                    println!("{row}");
-                }
+                prepared.push(prepare(&env, kind, fault, k));
                 k += 2;
+            }
+        }
+        // The holders age before the first outage (the later ones age more on the way).
+        std::thread::sleep(Duration::from_secs(a.age.saturating_sub(a.warm)));
+        for p in prepared {
+            for row in outage(&env, p, &a) {
+                println!("{row}");
             }
         }
     }

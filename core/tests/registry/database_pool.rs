@@ -238,7 +238,8 @@ fn own_row_is_taken_back_after_a_lost_lease(base: &str) {
 }
 
 /// A child holding the pool's one id, SIGKILLed: the id stays leased until its lease
-/// and its bound pass, and the next holder issues above everything the child issued.
+/// passes (15 s after its last renew, not at its bound 65 s ahead: issue 30), and the
+/// next holder, floored at the child's bound, issues above everything the child issued.
 fn killed_holders_id_waits_for_its_lease(base: &str) {
     let url = pool_url(base, "kill", 1);
     let dir = tempfile::tempdir().unwrap();

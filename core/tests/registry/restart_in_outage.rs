@@ -1,8 +1,12 @@
-//! Issue 30, goal 4: a process restarted while its registry is down issues again from
-//! its cache file on identities that are this host's own (`zookeeper://` and `?port=`),
-//! as Java Leaf does from `workerID.properties`, and takes its lease for real once the
-//! registry is back, with every id above the ones before. Leased ids (pools,
-//! `zookeeper-recycle`) still wait for the registry.
+//! Issue 30, goal 4: a process restarted while its registry is down. It does not issue
+//! from its cache file on any networked registry: once the dead holder's lease expires,
+//! the same identity claimed elsewhere (another host with the same `ip:port`, or this
+//! host through another registry address) starts above the bound the registry holds,
+//! and a restart issuing on its cache file alone would issue there too (the adversary
+//! row `restart_during_an_outage_then_a_newcomer_takes_its_id` measured 9 938 duplicates
+//! on `zookeeper://`, 835 on `mysql://?port=`, 816 on `postgres://?port=`). So it fails
+//! with `RegistryUnavailable` (`leafid serve` retries in the background) and, once the
+//! registry answers, starts at once above everything the dead process issued.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -51,7 +55,7 @@ fn holder_child() {
 
 /// Runs a generator through `url` (its registry behind `proxy`) in a child process,
 /// kills it (SIGKILL: nothing released, its lease left to expire), restarts it here
-/// with the registry refused, then heals.
+/// with the registry refused (refused), then heals and restarts (at once).
 fn restart_while_down(url: &str, proxy: &DelayProxy) {
     use std::io::BufRead;
     let cache = tempfile::tempdir().unwrap();
@@ -75,44 +79,33 @@ fn restart_while_down(url: &str, proxy: &DelayProxy) {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let mut seen: Vec<i64> = vec![last.expect("the child issued no id")];
+    let last = last.expect("the child issued no id");
     proxy.set_down(true);
-    let started = Instant::now();
-    let second = build(url, cache.path())
-        .unwrap_or_else(|e| panic!("{url}: a restart while the registry is down failed: {e:?}"));
-    // Hang-catcher only: the registry's connect timeout (3 s) plus slack.
-    assert!(started.elapsed() < Duration::from_secs(15));
-    let during = second.next_ids(500).unwrap();
-    assert!(during[0] > *seen.last().unwrap(), "{url}: ids went back");
-    seen.extend(during);
-    proxy.set_down(false);
-    assert_eq!(
-        second.stats().clock_skew_ms,
-        None,
-        "no registry reading yet"
-    );
-    // Once the registry is back the lease is taken for real (its clock read, so the skew
-    // is known); issuing never stops meanwhile.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while second.stats().clock_skew_ms.is_none() {
-        let id = second.next_id().unwrap();
-        assert!(id > *seen.last().unwrap());
-        seen.push(id);
-        assert!(
-            Instant::now() < deadline,
-            "{url}: the lease was never taken after the heal"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    match build(url, cache.path()) {
+        Err(Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. }) => {}
+        Ok(_) => panic!("{url}: issued on the cache file alone while the registry was down"),
+        Err(e) => panic!("{url}: {e:?}"),
     }
-    seen.extend(second.next_ids(500).unwrap());
-    let unique: HashSet<i64> = seen.iter().copied().collect();
-    assert_eq!(unique.len(), seen.len(), "{url}: an id issued twice");
+    proxy.set_down(false);
+    // The dead process's lease is taken over at once (its host's identity lock is free):
+    // a hang-catcher only, the old wait was a session timeout or a lease term.
+    let started = Instant::now();
+    let second = build(url, cache.path()).unwrap_or_else(|e| panic!("{url}: {e:?}"));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{url}: {:?}",
+        started.elapsed()
+    );
+    let ids = second.next_ids(500).unwrap();
+    assert!(ids[0] > last, "{url}: ids went back");
+    let unique: HashSet<i64> = ids.iter().copied().collect();
+    assert_eq!(unique.len(), ids.len());
     second.close();
 }
 
 #[cfg(feature = "zookeeper")]
 #[test]
-fn zookeeper_forever_restart_while_zookeeper_is_down_issues_from_the_cache() {
+fn zookeeper_forever_restart_while_zookeeper_is_down_is_refused_then_starts_at_once() {
     let zk = std::env::var("LEAFID_ZK").expect("source .services/env");
     let proxy = DelayProxy::start(zk);
     let url = format!(
@@ -127,7 +120,7 @@ fn zookeeper_forever_restart_while_zookeeper_is_down_issues_from_the_cache() {
 
 #[cfg(feature = "mysql")]
 #[test]
-fn mysql_port_restart_while_the_database_is_down_issues_from_the_cache() {
+fn mysql_port_restart_while_the_database_is_down_is_refused_then_starts_at_once() {
     let base = std::env::var("LEAFID_MYSQL_URL").expect("source .services/env");
     let mut u = url::Url::parse(&base).unwrap();
     let proxy = DelayProxy::start(format!("{}:{}", u.host_str().unwrap(), u.port().unwrap()));

@@ -21,9 +21,6 @@ use super::state::{bounded, skew_of, Core, LeaseState, Session, REGISTRY_CALL_LI
 use crate::error::{Error, Result};
 use crate::runtime;
 
-/// How a lease taken from the cache file (the registry down at start-up) names itself.
-const CACHE_LOCATION: &str = "cache file";
-
 /// The room (ms of the generator's clock) a new lease's first bound leaves above its
 /// floor at the least: a floor at the cap waits this long for the registry's clock.
 const FIRST_ROOM_MS: i64 = 40;
@@ -141,7 +138,7 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
             (lease, skew_floor)
         }
         Err(e @ (Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. }))
-            if registry.survives_outage() || settings.registry.starts_from_cache_in_outage() =>
+            if registry.survives_outage() =>
         {
             let cached = tokio::task::spawn_blocking({
                 let cache = cache.clone();
@@ -159,7 +156,7 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
                         floor_ms: entry.bound_ms,
                         // This host's own bound, by this host's clock.
                         floor_recorded: true,
-                        location: format!("{CACHE_LOCATION} {}", cache.path().display()),
+                        location: format!("cache file {}", cache.path().display()),
                     };
                     (lease, None)
                 }
@@ -168,9 +165,6 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
         }
         Err(e) => return Err(e),
     };
-    // A lease from the cache file on a registry that holds its own records: issued on the
-    // cache alone until the registry answers (`adopt`).
-    let provisional = lease.location.starts_with(CACHE_LOCATION) && !registry.survives_outage();
     match hold(core, &cache, &lease, skew_floor).await {
         Ok(floor) => {
             let session = Arc::new(Session {
@@ -185,7 +179,6 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
                 stop: tokio::sync::Notify::new(),
                 attempts: std::sync::atomic::AtomicU64::new(0),
                 catching_up: AtomicBool::new(false),
-                provisional: AtomicBool::new(provisional),
             });
             install(core, lease.worker_id, floor)?;
             if let Err(e) = persist(
@@ -333,11 +326,6 @@ pub(super) async fn persist_locked(
         tracing::warn!(error = %e, "clock skew against the registry; no bound written");
         return Err(e);
     }
-    if session.provisional.load(Ordering::Acquire) {
-        persist_cache_only(core, &session.cache, st.lease.worker_id, bound).await?;
-        st.persisted = bound;
-        return Ok(());
-    }
     let cache = session.cache.clone();
     let cache_res = tokio::task::spawn_blocking(move || {
         cache.write(CacheEntry {
@@ -416,12 +404,6 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
             || runtime::fork_epoch() != core.epoch.load(Ordering::Acquire)
         {
             return;
-        }
-        if session.provisional.load(Ordering::Acquire) {
-            if let Err(e) = adopt(&core, &session).await {
-                tracing::warn!(error = %e, "worker registry still unreachable; issuing on the cache file");
-            }
-            continue;
         }
         if core.limit.get() == i64::MIN {
             match reacquire(&core, &session).await {
@@ -503,90 +485,4 @@ async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
     st.persisted = i64::MIN;
     let bound = core.clock.now_millis() + core.settings.lookahead_ms;
     persist_locked(core, session, &mut st, bound).await
-}
-
-/// A session started from the cache file (the registry down at start-up, on an identity
-/// that is this host's own): acquires the lease for real once the registry answers, with
-/// the cache file's bound as part of the floor (`hold`), and goes on as any session;
-/// while the registry is still down, persists the next bound to the cache file alone.
-async fn adopt(core: &Arc<Core>, session: &Session) -> Result<()> {
-    let mut st = session.lease.lock().await;
-    if core.closed.load(Ordering::Acquire) {
-        return Err(Error::Closed);
-    }
-    // The limit stays as it is while acquiring: callers go on issuing from the cache's
-    // bound, and an acquire that fails changes nothing.
-    let acquired = bounded(
-        "acquire",
-        session
-            .registry
-            .acquire(core.layout.max_worker_id(), core.limit.clone()),
-    )
-    .await;
-    let lease = match acquired {
-        Ok(lease) => lease,
-        Err(e @ (Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. })) => {
-            let bound = core.clock.now_millis() + core.settings.lookahead_ms;
-            persist_cache_only(core, &session.cache, st.lease.worker_id, bound).await?;
-            st.persisted = bound;
-            return Err(e);
-        }
-        Err(e) => {
-            // The registry answers and refuses (the identity in use elsewhere, a clock
-            // apart): stop at the cache's bound and re-acquire as after a lost lease.
-            session.provisional.store(false, Ordering::Release);
-            core.limit.set(i64::MIN);
-            return Err(e);
-        }
-    };
-    let floor = match check_clock(core, &session.registry, &lease).await {
-        Ok(skew_floor) => hold(core, &session.cache, &lease, skew_floor).await,
-        Err(e) => Err(e),
-    };
-    let floor = match floor {
-        Ok(f) => f,
-        Err(e) => {
-            let _ = session.registry.release(&lease).await;
-            session.provisional.store(false, Ordering::Release);
-            core.limit.set(i64::MIN);
-            return Err(e);
-        }
-    };
-    tracing::info!(worker_id = lease.worker_id, location = %lease.location, "worker registry reachable again: lease acquired");
-    core.limit.set(OPENING_LIMIT);
-    install(core, lease.worker_id, floor)?;
-    st.lease = lease;
-    st.persisted = i64::MIN;
-    session.provisional.store(false, Ordering::Release);
-    let bound = core.clock.now_millis() + core.settings.lookahead_ms;
-    persist_locked(core, session, &mut st, bound).await
-}
-
-/// Writes `bound` to the cache file alone and raises the limit to it: a session issuing
-/// from the cache file while its registry is down (`adopt`).
-async fn persist_cache_only(
-    core: &Arc<Core>,
-    cache: &WorkerCache,
-    worker_id: u32,
-    bound: i64,
-) -> Result<()> {
-    if let Some(e) = core.jumped_clock() {
-        return Err(e);
-    }
-    let cache = cache.clone();
-    tokio::task::spawn_blocking(move || {
-        cache.write(CacheEntry {
-            worker_id,
-            bound_ms: bound,
-        })
-    })
-    .await
-    .map_err(Error::registry)??;
-    if !core.limit.raise(bound) {
-        return Err(Error::LeaseLost {
-            worker_id,
-            cause: "the registry reported the lease lost".into(),
-        });
-    }
-    Ok(())
 }

@@ -24,10 +24,6 @@ impl Source {
         }
     }
 
-    pub(super) fn starts_from_cache_in_outage(&self) -> bool {
-        matches!(self, Source::Config(c) if c.starts_from_cache_in_outage())
-    }
-
     pub(super) fn reacquires_after_fork(&self) -> bool {
         matches!(self, Source::Config(c) if c.reacquires_after_fork())
     }

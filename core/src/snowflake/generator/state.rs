@@ -114,13 +114,6 @@ pub(super) struct Session {
     pub(super) attempts: std::sync::atomic::AtomicU64,
     /// A background catch-up is under way (`next_id_now` starts at most one).
     pub(super) catching_up: AtomicBool,
-    /// Started from the cache file while the registry was down, on an identity that is
-    /// this host's own ([`RegistryConfig::starts_from_cache_in_outage`]): bounds go to the
-    /// cache file alone, and each heartbeat tries to acquire the lease for real
-    /// (`session::adopt`).
-    ///
-    /// [`RegistryConfig::starts_from_cache_in_outage`]: super::super::registry::RegistryConfig::starts_from_cache_in_outage
-    pub(super) provisional: AtomicBool,
 }
 
 pub(super) struct LeaseState {

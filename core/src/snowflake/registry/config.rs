@@ -329,25 +329,6 @@ impl RegistryConfig {
         ) || self.is_pool()
     }
 
-    /// Whether a generator started while the registry is down may issue from its cache
-    /// file (goal 4 of issue 30, as Java Leaf does from `workerID.properties`): true where
-    /// the identity is this host's own (`zookeeper://` and `?port=`: its `ip:port`),
-    /// which no other leafid process of this host can hold at once (the host's identity
-    /// lock) and no other host can have but by reusing its address. A pool's or
-    /// `zookeeper-recycle`'s id is only ever this process's by a lease the registry
-    /// grants, so those wait for the registry. (`fixed` and `statefulset` without a floor
-    /// directory always run on the cache file: [`WorkerRegistry::survives_outage`].)
-    pub fn starts_from_cache_in_outage(&self) -> bool {
-        #[cfg(feature = "postgres")]
-        if let RegistryConfig::Postgres(_) = self {
-            return true;
-        }
-        matches!(
-            self,
-            RegistryConfig::Zookeeper { .. } | RegistryConfig::Mysql { .. }
-        )
-    }
-
     /// True for a pool on a database (`?pool=`), whose every process gets its own id.
     fn is_pool(&self) -> bool {
         #[cfg(any(feature = "mysql", feature = "postgres"))]

@@ -606,7 +606,10 @@ struct Seen {
     /// From the heal to the next id (`Some(None)`: none came), when ids had stopped
     /// by the heal.
     back_after_heal_ms: Option<Option<u64>>,
+    /// The longest stretch without an id during the outage.
     longest_gap_ms: u64,
+    /// The longest stretch without an id after the heal (a re-acquire).
+    gap_after_heal_ms: u64,
 }
 
 fn seen(c: &Calls, fault_ms: u64, heal_ms: u64, end_ms: u64) -> Seen {
@@ -627,19 +630,23 @@ fn seen(c: &Calls, fault_ms: u64, heal_ms: u64, end_ms: u64) -> Seen {
             .find(|&&t| t >= heal_ms)
             .map(|&t| t - heal_ms)
     });
-    let mut prev = fault_ms;
-    let mut gap = 0;
-    for &t in c.ok_ms.iter().filter(|&&t| t >= fault_ms) {
-        gap = gap.max(t - prev);
-        prev = t;
-    }
-    // The caller may finish one more call after `end_ms` was read.
-    gap = gap.max(end_ms.saturating_sub(prev));
+    // The longest stretch without an id in [from, to): a gap open at `from` counts
+    // from `from`; the caller may finish one more call after `end_ms` was read.
+    let gap = |from: u64, to: u64| {
+        let mut prev = from;
+        let mut gap = 0;
+        for &t in c.ok_ms.iter().filter(|&&t| t >= from && t < to) {
+            gap = gap.max(t - prev);
+            prev = t;
+        }
+        gap.max(to.saturating_sub(prev))
+    };
     Seen {
         seconds_with_ids: secs - empty.len() as u64,
         stopped_after: empty.first().copied(),
         back_after_heal_ms: back,
-        longest_gap_ms: gap,
+        longest_gap_ms: gap(fault_ms, heal_ms),
+        gap_after_heal_ms: gap(heal_ms, end_ms),
     }
 }
 
@@ -745,7 +752,7 @@ fn outage(env: &Env, p: Prepared, a: &Args) -> Vec<String> {
                 .map(|(code, n)| format!("{code} ×{n}"))
                 .collect();
             format!(
-                "| {} | {fault_name} | {how} | {} of {} | {} | {} | {} | {} ms | {} ms | {} |",
+                "| {} | {fault_name} | {how} | {} of {} | {} | {} | {} | {} ms | {} ms | {} ms | {} |",
                 kind.shown(),
                 s.seconds_with_ids,
                 a.outage,
@@ -757,6 +764,7 @@ fn outage(env: &Env, p: Prepared, a: &Args) -> Vec<String> {
                     Some(Some(ms)) => format!("{:.2} s", ms as f64 / 1000.0),
                 },
                 s.longest_gap_ms,
+                s.gap_after_heal_ms,
                 c.longest_call.as_millis(),
                 if errors.is_empty() {
                     "—".into()
@@ -827,9 +835,9 @@ fn main() {
         );
         println!(
             "| registry | outage | caller | seconds with ids | seconds without | first second without | \
-             ids back after the heal | longest gap | longest call | errors |"
+             ids back after the heal | longest gap in the outage | after the heal | longest call | errors |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
         let mut k = 200;
         let mut prepared = Vec::new();
         for &kind in kinds.iter().filter(|k| k.networked()) {

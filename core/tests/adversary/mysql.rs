@@ -126,10 +126,7 @@ pub fn url_of(db: &str, port: &str) -> String {
 
 matrix_rows!(Mysql);
 outage_rows!(Mysql);
-restart_newcomer_row!(
-    Mysql,
-    ignore = "issue 30: duplicates today, see rows::restart_then_newcomer"
-);
+restart_newcomer_row!(Mysql);
 foreign_rows!(fork_row);
 
 /// The fork's `SnowflakeMySQLHolder` on the identity a leafid uses (issue 20 #2).

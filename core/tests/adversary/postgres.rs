@@ -152,10 +152,7 @@ fn unique_port(row: &str) -> u32 {
 
 matrix_rows!(Postgres);
 outage_rows!(Postgres);
-restart_newcomer_row!(
-    Postgres,
-    ignore = "issue 30: duplicates today, see rows::restart_then_newcomer"
-);
+restart_newcomer_row!(Postgres);
 
 /// The holder's row deleted: its identity on another path inserts it afresh.
 #[test]

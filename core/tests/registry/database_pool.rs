@@ -73,18 +73,6 @@ fn pool_name(url: &str) -> String {
     name.into_owned()
 }
 
-/// Issues until `next_id` fails, at most `within`; returns the error.
-fn until_error(gen: &SnowflakeGenerator, within: Duration) -> Option<Error> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Err(e) = gen.next_id() {
-            return Some(e);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    None
-}
-
 fn more_generators_than_ids(base: &str) {
     let url = pool_url(base, "exhaust", 2);
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,6 @@
 //! Reviewer rev1's proofs: a floor record lost (a pool row deleted, a statefulset floor
 //! file deleted) while two hosts' clocks differ by less than the generator's own skew
-//! limit. The newcomer's fixed wait (`fence::unfloored_watch`, 3.5 s; or none at all
+//! limit. The newcomer's fixed wait (the old rule 5's `unfloored_watch`, 3.5 s; or none at all
 //! for `statefulset:`) is real time, but the ids it must not repeat were issued by the
 //! previous holder's clock: a host 4 s ahead of the database and a host 4 s behind it
 //! both pass the 5 s skew check, and are 8 s apart. Each reissued ids until a lease

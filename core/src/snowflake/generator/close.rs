@@ -10,7 +10,7 @@
 //! it, to give the id back sooner. Skipped or lost, the next holder's floor is the older,
 //! higher bound: it may wait longer for the id, never reissue one. A release that never
 //! completes leaves the lease to expire on the registry's side (a ZooKeeper session's
-//! timeout, the MySQL lease's expiry after its bound plus `LEASE_GRACE`).
+//! timeout, the database lease's term after its last renew).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -490,6 +490,9 @@ impl Core {
     }
 }
 
+/// How many times [`catch_up`] persists a bound the cap kept below the clock.
+const CAPPED_TRIES: u32 = 5;
+
 /// How long a blocking caller (and a background catch-up) may wait in [`catch_up`]:
 /// one registry call's limit, from the stall.
 fn blocking_deadline() -> tokio::time::Instant {
@@ -532,18 +535,22 @@ async fn catch_up_once(core: Arc<Core>) -> Result<()> {
     // The bound from the clock read after the wait for the lock, and checked again
     // after the write: a registry slower than the lookahead would otherwise persist
     // bounds already in the past and bring every caller back here, one round trip
-    // after another.
-    // A clock that leads by the whole reach (`Core::capped`) waits the millisecond or two
-    // the registry's clock needs to let a bound reach past it.
-    let wait = core.until_cap_reaches(now + 1);
-    let now = if wait.is_zero() {
-        now
-    } else {
-        tokio::time::sleep(wait).await;
-        core.clock.now_millis()
-    };
-    let mut result =
-        persist_locked(&core, &session, &mut st, now + core.settings.lookahead_ms).await;
+    // after another. A clock that leads by the whole reach meets the cap (`Core::capped`): the registry's
+    // clock must move before a bound reaches past it, and a reading taken over a slow
+    // round trip can set the cap back a little. So such a persist is tried again, a
+    // millisecond or two later, a few times, before it counts as too slow.
+    let mut now = now;
+    let mut result = Ok(());
+    for _ in 0..CAPPED_TRIES {
+        tokio::time::sleep(core.until_cap_reaches(now + 2)).await;
+        now = core.clock.now_millis();
+        result = persist_locked(&core, &session, &mut st, now + core.settings.lookahead_ms).await;
+        let capped =
+            core.capped(now + core.settings.lookahead_ms) < now + core.settings.lookahead_ms;
+        if result.is_err() || core.limit.get() >= core.clock.now_millis() || !capped {
+            break;
+        }
+    }
     if result.is_ok() && core.limit.get() < core.clock.now_millis() {
         result = Err(Error::registry(format!(
             "persisting a time bound took longer than the lookahead ({} ms)",

@@ -175,8 +175,8 @@ impl RegistryConfig {
     /// `/apps/leaf` (the path's last segment is the name, the ones before it the chroot;
     /// the chroot node is created when missing, never its parents).
     /// Both ZooKeeper forms also take `session_timeout_ms=` (100..=7500, default 6000
-    /// as Leaf's Curator; the server clamps it to its own min/max; at most 7500 so that a
-    /// holder cut off from ZooKeeper stops before a newcomer's wait ends, fence rule 5) and
+    /// as Leaf's Curator; the server clamps it to its own min/max; a crashed holder's
+    /// session, and with it a `zookeeper-recycle` id, is freed that long after its end) and
     /// `connect_timeout_ms=` (100..=600000, default 3000: how long start-up or a
     /// re-acquire waits for a session before failing with `RegistryUnavailable`).
     /// A bad URL is [`Error::InvalidUrl`] naming the forms that work.

@@ -112,52 +112,6 @@ pub const TAKEOVER_WATCH_AFTER_RELEASE: Duration = Duration::from_millis(
     FOREIGN_FIRST_UPLOAD.as_millis() as u64 + TAKEOVER_MARGIN.as_millis() as u64,
 );
 
-/// Rule 5: how long a MySQL holder goes without a successful poll or renew before it
-/// suspends issuing (its poll runs every 250 ms).
-pub const OUT_OF_TOUCH: Duration = Duration::from_millis(2000);
-
-/// Rule 5 for ZooKeeper: the client reports `Disconnected` after 2/5 of the negotiated
-/// session timeout without a word from the server (`zk_client`), and a holder suspends
-/// issuing then.
-pub fn zookeeper_out_of_touch(session_timeout: Duration) -> Duration {
-    session_timeout * 2 / 5
-}
-
-/// The longest ZooKeeper session timeout a holder may use. A holder cut off from
-/// ZooKeeper stops after [`zookeeper_out_of_touch`] of its own timeout, while a newcomer
-/// that finds no floor record waits [`TAKEOVER_WATCH`] (3.5 s) by its own: nothing in a
-/// wiped tree tells it the holder's timeout, so the holder's must be short enough for
-/// any newcomer (2/5 of 7.5 s is 3 s, a [`TAKEOVER_MARGIN`] below 3.5 s).
-pub const MAX_ZOOKEEPER_SESSION_TIMEOUT: Duration = Duration::from_millis(7500);
-
-/// Refuses a ZooKeeper session timeout above [`MAX_ZOOKEEPER_SESSION_TIMEOUT`], for
-/// registries built without the URL parser (which refuses it too).
-pub fn check_zookeeper_session_timeout(session_timeout: Duration) -> crate::error::Result<()> {
-    if session_timeout > MAX_ZOOKEEPER_SESSION_TIMEOUT {
-        return Err(Error::InvalidConfig(format!(
-            "ZooKeeper session timeout {session_timeout:?} is above {MAX_ZOOKEEPER_SESSION_TIMEOUT:?}: \
-             a holder cut off from ZooKeeper stops issuing only after 2/5 of it, which must end \
-             before a newcomer's 3.5 s wait (fence rule 5); use at most 7500 ms (Leaf uses 6000)"
-        )));
-    }
-    Ok(())
-}
-
-/// How long a newcomer watches a record whose last write is a leafid holder's release:
-/// [`TAKEOVER_WATCH_AFTER_RELEASE`], and at least the out-of-touch time of its own
-/// configuration plus [`TAKEOVER_MARGIN`] (rule 5): a record restored from a backup
-/// can show a release while the holder that came after it is cut off and still issuing.
-pub fn released_watch(out_of_touch: Duration) -> Duration {
-    TAKEOVER_WATCH_AFTER_RELEASE.max(out_of_touch + TAKEOVER_MARGIN)
-}
-
-/// Rule 5: how long a newcomer whose floor record is missing watches before its first
-/// id, given the out-of-touch time of its own configuration: a full foreign cycle, and
-/// long enough for any holder that cannot see the wipe to have stopped.
-pub fn unfloored_watch(out_of_touch: Duration) -> Duration {
-    TAKEOVER_WATCH.max(out_of_touch + TAKEOVER_MARGIN)
-}
-
 /// What leafid writes into a field a foreign server reads as "the last time I issued"
 /// (Leaf's forever-node `timestamp`, the fork's `max_timestamp`): the bound, but never
 /// ahead of the local clock (rule 4).
@@ -220,31 +174,8 @@ mod tests {
     }
 
     #[test]
-    fn a_holders_zookeeper_stop_ends_before_any_newcomers_wait() {
-        // The longest session a holder may use stops it before a newcomer's wait ends.
-        let stop = zookeeper_out_of_touch(MAX_ZOOKEEPER_SESSION_TIMEOUT);
-        assert!(stop + TAKEOVER_MARGIN <= unfloored_watch(Duration::ZERO));
-        assert!(check_zookeeper_session_timeout(MAX_ZOOKEEPER_SESSION_TIMEOUT).is_ok());
-        let e = check_zookeeper_session_timeout(Duration::from_secs(20)).unwrap_err();
-        assert!(matches!(e, Error::InvalidConfig(_)), "{e}");
-        // A released record (maybe restored from a backup) still outlasts a cut-off holder.
-        assert!(released_watch(OUT_OF_TOUCH) >= OUT_OF_TOUCH + TAKEOVER_MARGIN);
-        assert!(released_watch(stop) >= stop + TAKEOVER_MARGIN);
-    }
-
-    #[test]
     fn the_takeover_watch_covers_a_full_foreign_cycle() {
         assert!(TAKEOVER_WATCH > FOREIGN_UPLOAD_INTERVAL);
         assert!(TAKEOVER_WATCH_AFTER_RELEASE > FOREIGN_FIRST_UPLOAD);
-    }
-
-    #[test]
-    fn an_unfloored_newcomer_outwaits_every_holder_out_of_touch() {
-        assert!(unfloored_watch(OUT_OF_TOUCH) > OUT_OF_TOUCH);
-        let zk = zookeeper_out_of_touch(Duration::from_secs(6));
-        assert_eq!(zk, Duration::from_millis(2400));
-        assert!(unfloored_watch(zk) >= TAKEOVER_WATCH);
-        let long = zookeeper_out_of_touch(Duration::from_secs(30));
-        assert!(unfloored_watch(long) > long);
     }
 }

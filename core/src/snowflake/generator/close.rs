@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::layout::decode;
-use super::super::registry::CacheEntry;
+use super::super::registry::{system_now_ms, CacheEntry};
 use super::state::{bounded, Core, Session};
 use crate::runtime;
 
@@ -120,6 +120,13 @@ impl Core {
             ));
         }
         let last_ms = decode(last as i64, &self.layout).timestamp_ms;
+        if session.registry.shared_with_foreign_servers() {
+            // The release waits out the ids' lead (`release`); so does `close`.
+            let lead = last_ms
+                .saturating_sub(system_now_ms())
+                .clamp(0, i64::MAX / 4);
+            self.release_lead_ms.store(lead, Ordering::Relaxed);
+        }
         let core = self.clone();
         runtime::spawn(async move {
             release(&session, last_ms).await;
@@ -131,6 +138,7 @@ impl Core {
     /// true when it completed. Blocks the calling thread, except on the runtime's own
     /// threads, where waiting could starve the release: there it returns at once.
     pub(super) fn wait_released(&self, wait: Duration) -> bool {
+        let wait = self.with_lead(wait);
         let mut done = self.released.subscribe();
         if *done.borrow() {
             return true;
@@ -152,6 +160,7 @@ impl Core {
 
     /// [`wait_released`](Self::wait_released) without a thread.
     pub(super) async fn released_within(self: Arc<Self>, wait: Duration) -> bool {
+        let wait = self.with_lead(wait);
         let mut done = self.released.subscribe();
         let finished = matches!(
             tokio::time::timeout(wait, done.wait_for(|d| *d)).await,
@@ -161,6 +170,16 @@ impl Core {
             self.gave_up(wait);
         }
         finished
+    }
+
+    /// `wait` plus the ids' lead a release on a layout shared with foreign servers waits
+    /// out first; `Duration::ZERO` (do not wait) stays zero.
+    fn with_lead(&self, wait: Duration) -> Duration {
+        if wait.is_zero() {
+            return wait;
+        }
+        // Relaxed: written by `begin_close` on this thread or before the release started.
+        wait + Duration::from_millis(self.release_lead_ms.load(Ordering::Relaxed) as u64)
     }
 
     fn gave_up(&self, wait: Duration) {
@@ -178,6 +197,22 @@ impl Core {
 /// skipping any of it is safe.
 async fn release(session: &Session, last_ms: i64) {
     let st = session.lease.lock().await;
+    if session.registry.shared_with_foreign_servers() {
+        // A Java Leaf or fork server that takes this identity over next starts from its
+        // own clock and the stamp written below (never ahead of the clock, fence rule 4),
+        // so the ids must not lead the clock when the identity is let go: after a start
+        // above a floor (`lead.rs`) they may, for up to twice the reach.
+        let lead = last_ms.saturating_sub(system_now_ms());
+        if lead >= 0 {
+            tracing::info!(
+                lead_ms = lead + 1,
+                "the last ids lead the clock: the release waits until \
+                the clock passes them, so that a Java Leaf or fork server started on this identity \
+                next never issues them again"
+            );
+            tokio::time::sleep(Duration::from_millis(lead as u64 + 1)).await;
+        }
+    }
     let entry = CacheEntry {
         worker_id: st.lease.worker_id,
         bound_ms: last_ms,

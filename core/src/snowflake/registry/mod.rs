@@ -227,6 +227,14 @@ pub trait WorkerRegistry: Send + Sync + std::fmt::Debug {
     /// Gives the id back (where the backend has leases) after a final `renew`.
     fn release<'a>(&'a self, lease: &'a Lease) -> BoxFuture<'a, Result<()>>;
 
+    /// True on a layout a Java Leaf or fork server shares (`zookeeper://` forever nodes,
+    /// `mysql://?port=` rows): such a server takes an identity over by its own clock, so
+    /// a generator lets go of it only once the clock has passed its last id
+    /// (`generator/close.rs`).
+    fn shared_with_foreign_servers(&self) -> bool {
+        false
+    }
+
     /// True when the id stays this process's own while the registry is unreachable
     /// (ZooKeeper forever nodes, MySQL rows, fixed ids, file locks), so a bound written
     /// to the local cache file alone is enough to keep issuing. False for leases that

@@ -194,7 +194,18 @@ fn a_fork_server_restarted_after_leafid_closed_takes_its_normal_path() {
     let ip = unique_ip("restart");
     let conf = tempfile::tempdir().unwrap();
     let cache = tempfile::tempdir().unwrap();
-    let g = build(&ip, cache.path()).unwrap();
+    // A new row: the ids start above the database's clock plus the reach and lead the
+    // clock (issue 30), so `close` waits until the clock passes the last id before it
+    // lets go; a short lookahead and skew keep that wait (the reach) at 2.5 s.
+    let g = SnowflakeGenerator::builder()
+        .registry_url(&leafid_url(&ip))
+        .unwrap()
+        .cache_dir(cache.path())
+        .heartbeat(Duration::from_millis(300))
+        .lookahead(Duration::from_secs(1))
+        .max_skew(Duration::from_millis(500))
+        .build_blocking()
+        .unwrap();
     let worker = g.worker_id();
     // A local file from an earlier fork run with a wrong id: a fallback would show.
     seed_local_file(conf.path(), (worker as i64 + 1) % 1024);

@@ -207,6 +207,10 @@ impl WorkerRegistry for ZookeeperRegistry {
         })
     }
 
+    fn shared_with_foreign_servers(&self) -> bool {
+        true
+    }
+
     fn survives_outage(&self) -> bool {
         // No: another claimant can take the identity once this session has expired on
         // the server, and its floor is the last bound written HERE; a bound kept only in

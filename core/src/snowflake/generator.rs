@@ -368,13 +368,14 @@ impl SnowflakeGenerator {
         self.inner.core.wait_released(wait)
     }
 
-    /// [`close_within`](Self::close_within)`(`[`DEFAULT_CLOSE_WAIT`]`)` for async
-    /// callers: issuing stops when this is called; the future resolves when the worker
-    /// id is released or after the deadline (`true`: released).
+    /// [`close`](Self::close) for async callers: issuing stops when this is called; the
+    /// future resolves when the worker id is released or after the deadline (`true`:
+    /// released).
     pub fn close_async(&self) -> impl std::future::Future<Output = bool> + Send + 'static {
         let core = self.inner.core.clone();
         core.begin_close();
-        runtime::run(core.released_within(DEFAULT_CLOSE_WAIT))
+        let wait = core.with_lead(DEFAULT_CLOSE_WAIT);
+        runtime::run(core.released_within(wait))
     }
 
     /// `n` fresh ids in increasing order (see [`fill`](Self::fill)).
@@ -415,10 +416,17 @@ impl SnowflakeGenerator {
 
     /// Stops issuing, persists the exact last timestamp issued, releases the worker id
     /// and stops the heartbeat: [`close_within`](Self::close_within)`(`[`DEFAULT_CLOSE_WAIT`]`)`,
-    /// so it blocks at most that long. Idempotent; every later call on any clone fails
-    /// with [`Error::Closed`](crate::Error::Closed). Dropping the last clone closes without waiting at all.
+    /// so it blocks at most that long, except on the layouts a Java Leaf or fork server
+    /// shares (`zookeeper://`, `mysql://?port=`) when the ids lead the clock (the first
+    /// minutes after a start above a floor): then it first waits until the clock has
+    /// passed the last id (at most `lookahead` + `max_skew` + 1 s), so that such a server
+    /// started on the identity next never issues those ids again. Idempotent; every later
+    /// call on any clone fails with [`Error::Closed`](crate::Error::Closed). Dropping the
+    /// last clone closes without waiting at all.
     pub fn close(&self) {
-        self.close_within(DEFAULT_CLOSE_WAIT);
+        self.inner.core.begin_close();
+        let wait = self.inner.core.with_lead(DEFAULT_CLOSE_WAIT);
+        self.inner.core.wait_released(wait);
     }
 }
 

@@ -383,14 +383,15 @@ fn startup_refuses_a_clock_far_behind_the_cached_bound() {
         }
         other => panic!("expected ClockBehindRegistry, got {other:?}"),
     }
-    // A bound's usual lead is the lookahead (65 s) plus the skew (5 s) and 1 s; 90 s is
-    // a clock set back. A longer start-up allowance lets it through, and the first id is
+    // A bound of `fixed:` leads this host's clock by at most the reach (the lookahead,
+    // 6 s here, plus the skew, 5 s, and 1 s); 90 s is a clock set back. A start-up
+    // allowance past that lets it through: it waits for the clock (a manual one here). A longer start-up allowance lets it through, and the first id is
     // above the bound at once (the clock leads), with no wait.
     let gen = SnowflakeGenerator::builder()
         .registry(RegistryConfig::Fixed(18))
         .clock(clock.clone())
         .cache_dir(dir.path())
-        .startup_wait(Duration::from_secs(30))
+        .startup_wait(Duration::from_secs(100))
         .build_blocking()
         .unwrap();
     assert!(gen.decode(gen.next_id().unwrap()).timestamp_ms > T + 90_000);

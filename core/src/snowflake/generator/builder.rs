@@ -106,7 +106,8 @@ impl SnowflakeBuilder {
     }
 
     /// How far ahead of the clock each persisted bound reaches (default
-    /// [`DEFAULT_LOOKAHEAD`], 65 s, or twice a longer heartbeat). Issuing continues
+    /// [`DEFAULT_LOOKAHEAD`], 65 s, or twice a longer heartbeat; twice the heartbeat for
+    /// `fixed`, `local` and `statefulset`, whose records are this host's files). Issuing continues
     /// through a registry outage this long, less at most one heartbeat. The price: a
     /// holder that takes over an id after a crash starts above the last bound, so its
     /// ids' time part leads the clock by up to this much (plus `max_skew` and 1 s for an
@@ -168,9 +169,15 @@ impl SnowflakeBuilder {
                 self.max_backward
             )));
         }
-        let lookahead = self
-            .lookahead
-            .unwrap_or(DEFAULT_LOOKAHEAD.max(self.heartbeat * 2));
+        // Ride-through is for a registry on another host; a record in this host's files
+        // (`fixed`, `local`, `statefulset`) has no outage to ride through, and a short
+        // lookahead keeps the next holder's floor close to the clock.
+        let networked = !matches!(&registry, Source::Config(c) if !c.is_networked());
+        let lookahead = self.lookahead.unwrap_or(if networked {
+            DEFAULT_LOOKAHEAD.max(self.heartbeat * 2)
+        } else {
+            self.heartbeat * 2
+        });
         if lookahead > MAX_LOOKAHEAD {
             return Err(Error::InvalidConfig(format!(
                 "lookahead {lookahead:?} is above {MAX_LOOKAHEAD:?}: the next holder of the worker id starts \

@@ -138,7 +138,6 @@ impl Core {
     /// true when it completed. Blocks the calling thread, except on the runtime's own
     /// threads, where waiting could starve the release: there it returns at once.
     pub(super) fn wait_released(&self, wait: Duration) -> bool {
-        let wait = self.with_lead(wait);
         let mut done = self.released.subscribe();
         if *done.borrow() {
             return true;
@@ -160,7 +159,6 @@ impl Core {
 
     /// [`wait_released`](Self::wait_released) without a thread.
     pub(super) async fn released_within(self: Arc<Self>, wait: Duration) -> bool {
-        let wait = self.with_lead(wait);
         let mut done = self.released.subscribe();
         let finished = matches!(
             tokio::time::timeout(wait, done.wait_for(|d| *d)).await,
@@ -173,11 +171,8 @@ impl Core {
     }
 
     /// `wait` plus the ids' lead a release on a layout shared with foreign servers waits
-    /// out first; `Duration::ZERO` (do not wait) stays zero.
-    fn with_lead(&self, wait: Duration) -> Duration {
-        if wait.is_zero() {
-            return wait;
-        }
+    /// out first (`close` and `close_async`; `close_within` keeps to its bound).
+    pub(super) fn with_lead(&self, wait: Duration) -> Duration {
         // Relaxed: written by `begin_close` on this thread or before the release started.
         wait + Duration::from_millis(self.release_lead_ms.load(Ordering::Relaxed) as u64)
     }

@@ -71,6 +71,11 @@ impl LeadClock {
         }
     }
 
+    /// The real clock, to sleep on from another thread.
+    pub(super) fn real_handle(&self) -> Arc<dyn Clock> {
+        self.real.clone()
+    }
+
     /// Sleeps `ms` on the real clock (a manual clock in tests advances instead).
     pub(super) fn sleep_millis(&self, ms: u64) {
         self.real.sleep_millis(ms);

@@ -17,7 +17,9 @@ use super::super::registry::{
 use super::super::word::OPENING_LIMIT;
 use super::close;
 use super::settings::Source;
-use super::state::{bounded, skew_of, Core, LeaseState, Session, REGISTRY_CALL_LIMIT};
+use super::state::{
+    bounded, skew_of, Core, LeaseState, Session, REGISTRY_CALL_LIMIT, SKEW_SLACK_MS,
+};
 use crate::error::{Error, Result};
 use crate::runtime;
 
@@ -46,7 +48,12 @@ fn skew_error(reading: &ClockReading, max_skew_ms: i64) -> Option<Error> {
 /// earlier holder issued or may still issue, cut off or not; nothing waits for the
 /// clock to get there (`lead.rs`). `None` for a recorded floor or a registry without a
 /// clock.
-fn unrecorded_floor(core: &Core, lease: &Lease, reading: Option<&ClockReading>) -> Option<i64> {
+fn unrecorded_floor(
+    core: &Core,
+    lease: &Lease,
+    reading: Option<&ClockReading>,
+    clock_is_local: bool,
+) -> Option<i64> {
     if lease.floor_recorded {
         return None;
     }
@@ -58,7 +65,14 @@ fn unrecorded_floor(core: &Core, lease: &Lease, reading: Option<&ClockReading>) 
     Some(
         r.registry_ms
             .saturating_add(age)
-            .saturating_add(core.reach_ms()),
+            .saturating_add(if clock_is_local {
+                // Readings of hosts' own clocks: no cap holds across hosts, so nothing
+                // leads (see `hold`); an earlier holder issued by its clock, at most the
+                // skew (plus the reading's slack) ahead of this one.
+                core.settings.max_skew_ms + SKEW_SLACK_MS
+            } else {
+                core.reach_ms()
+            }),
     )
 }
 
@@ -79,7 +93,12 @@ async fn check_clock(
         return Err(e);
     }
     core.keep_clock_ref(&reading);
-    Ok(unrecorded_floor(core, lease, Some(&reading)))
+    Ok(unrecorded_floor(
+        core,
+        lease,
+        Some(&reading),
+        registry.clock_is_local(),
+    ))
 }
 
 /// How many times start-up acquires a worker id when the lease is lost before the first
@@ -165,7 +184,7 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
         }
         Err(e) => return Err(e),
     };
-    match hold(core, &cache, &lease, skew_floor).await {
+    match hold(core, &registry, &cache, &lease, skew_floor).await {
         Ok(floor) => {
             let session = Arc::new(Session {
                 registry,
@@ -235,6 +254,7 @@ fn claim_identity(identity: &str) -> Result<IdentityLock> {
 /// start-up allowance is a clock set back, `ClockBehindRegistry`. Returns the floor.
 async fn hold(
     core: &Arc<Core>,
+    registry: &Arc<dyn WorkerRegistry>,
     cache: &WorkerCache,
     lease: &Lease,
     skew_floor: Option<i64>,
@@ -250,16 +270,40 @@ async fn hold(
     if let Some(entry) = cached.filter(|e| e.worker_id == lease.worker_id) {
         recorded = recorded.max(entry.bound_ms);
     }
-    let now = core.clock.real_millis();
-    let behind = recorded.saturating_sub(now);
-    if behind > core.reach_ms() + core.settings.startup_wait_ms {
-        return Err(Error::ClockBehindRegistry {
-            worker_id: lease.worker_id,
-            last_ms: recorded,
-            behind_ms: behind,
-        });
-    }
+    let behind_by = |floor: i64| Error::ClockBehindRegistry {
+        worker_id: lease.worker_id,
+        last_ms: floor,
+        behind_ms: floor.saturating_sub(core.clock.real_millis()),
+    };
     let floor = recorded.max(skew_floor.unwrap_or(i64::MIN));
+    if registry.clock_is_local() {
+        // Readings of this host's own clock (`statefulset`): no cap holds across hosts,
+        // so the ids never lead the clock; wait for it (at most the skew plus 1 s past
+        // a floor with no record, at most `startup_wait` past a recorded one).
+        if recorded.saturating_sub(core.clock.real_millis()) > core.settings.startup_wait_ms {
+            return Err(behind_by(recorded));
+        }
+        while core.clock.real_millis() <= floor {
+            let gap = (floor - core.clock.real_millis() + 1).max(1) as u64;
+            let clock = core.clock.real_handle();
+            tokio::task::spawn_blocking(move || clock.sleep_millis(gap))
+                .await
+                .map_err(Error::registry)?;
+        }
+        return Ok(floor);
+    }
+    // `install` marks the floor's millisecond spent: the next id is from the one after,
+    // and a bound must reach past it, within the cap (`Core::capped`). A floor with no
+    // record is the cap itself, which moves with the registry's clock: wait until it
+    // leaves the first ids some room, so a generator returned by `build` issues at once
+    // and goes on until its first heartbeat. A floor further beyond the cap (this host's
+    // clock set back, or a lookahead lowered since the floor was written) waits for the
+    // clock at most `startup_wait`.
+    let wait = core.until_cap_reaches(floor.saturating_add(1 + FIRST_ROOM_MS));
+    if wait.as_millis() as i64 > core.settings.startup_wait_ms.max(FIRST_ROOM_MS * 2) {
+        return Err(behind_by(floor));
+    }
+    let now = core.clock.real_millis();
     if floor >= now {
         tracing::info!(
             worker_id = lease.worker_id,
@@ -269,12 +313,13 @@ async fn hold(
              their time part leads the clock until it catches up (at half speed)"
         );
     }
-    // `install` marks the floor's millisecond spent: the next id is from the one after,
-    // and a bound must reach past it. A floor with no record is the cap itself (the
-    // registry's clock plus the reach), which moves with the registry's clock: wait until
-    // it leaves the first ids some room, so a generator returned by `build` issues at
-    // once and goes on until its first heartbeat (due when half the room is used).
-    tokio::time::sleep(core.until_cap_reaches(floor.saturating_add(1 + FIRST_ROOM_MS))).await;
+    if !wait.is_zero() {
+        // On the generator's clock, which a test's manual clock advances instead.
+        let clock = core.clock.real_handle();
+        tokio::task::spawn_blocking(move || clock.sleep_millis(wait.as_millis() as u64))
+            .await
+            .map_err(Error::registry)?;
+    }
     core.clock.raise_to(floor.saturating_add(1));
     Ok(floor)
 }
@@ -472,7 +517,7 @@ async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
             return Err(e);
         }
     };
-    let floor = match hold(core, &session.cache, &lease, skew_floor).await {
+    let floor = match hold(core, &session.registry, &session.cache, &lease, skew_floor).await {
         Ok(f) => f,
         Err(e) => {
             let _ = session.registry.release(&lease).await;

@@ -490,6 +490,9 @@ impl Core {
     }
 }
 
+/// The longest pause [`catch_up`] makes for the cap to move (the lease lock is held).
+const CAPPED_PAUSE: Duration = Duration::from_millis(50);
+
 /// How many times [`catch_up`] persists a bound the cap kept below the clock.
 const CAPPED_TRIES: u32 = 5;
 
@@ -542,7 +545,7 @@ async fn catch_up_once(core: Arc<Core>) -> Result<()> {
     let mut now = now;
     let mut result = Ok(());
     for _ in 0..CAPPED_TRIES {
-        tokio::time::sleep(core.until_cap_reaches(now + 2)).await;
+        tokio::time::sleep(core.until_cap_reaches(now + 2).min(CAPPED_PAUSE)).await;
         now = core.clock.now_millis();
         result = persist_locked(&core, &session, &mut st, now + core.settings.lookahead_ms).await;
         let capped =

@@ -287,10 +287,13 @@ impl Core {
     /// skew); one whose clock leads (`lead.rs`) does, so no bound it writes is beyond
     /// what a newcomer without a record starts above.
     pub(super) fn capped(&self, bound: i64) -> i64 {
-        match self.registry_now_ms() {
-            Some(registry_now) => bound.min(registry_now.saturating_add(self.reach_ms())),
-            None => bound,
-        }
+        // A registry without a clock (`fixed`, `local`, a custom one): this host's own
+        // clock, so crashes in a row cannot pile leads up (each restart starts above the
+        // last bound, which is within the reach of the clock).
+        let clock = self
+            .registry_now_ms()
+            .unwrap_or_else(|| self.clock.real_millis());
+        bound.min(clock.saturating_add(self.reach_ms()))
     }
 
     /// How long until [`capped`](Self::capped) lets a bound reach `ms`: zero unless the
@@ -298,7 +301,7 @@ impl Core {
     /// when the registry's clock must move a millisecond or two first.
     pub(super) fn until_cap_reaches(&self, ms: i64) -> Duration {
         let short = ms.saturating_sub(self.capped(ms));
-        Duration::from_millis(short.clamp(0, 1_000) as u64)
+        Duration::from_millis(short.clamp(0, i64::MAX / 4) as u64)
     }
 
     /// `ClockSkew` when the local clock is off the registry's clock of the last reading,

@@ -329,6 +329,18 @@ impl RegistryConfig {
         ) || self.is_pool()
     }
 
+    /// Whether the worker id's record lives on another host (ZooKeeper, a database), so
+    /// that a registry outage can be ridden through on the persisted bound; false for
+    /// `fixed`, `local` and `statefulset`, whose records are this host's files.
+    pub fn is_networked(&self) -> bool {
+        !matches!(
+            self,
+            RegistryConfig::Fixed(_)
+                | RegistryConfig::Local { .. }
+                | RegistryConfig::Statefulset(_)
+        )
+    }
+
     /// True for a pool on a database (`?pool=`), whose every process gets its own id.
     fn is_pool(&self) -> bool {
         #[cfg(any(feature = "mysql", feature = "postgres"))]

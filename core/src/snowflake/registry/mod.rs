@@ -244,6 +244,14 @@ pub trait WorkerRegistry: Send + Sync + std::fmt::Debug {
     /// A short name for the cache file and messages (`zookeeper-127.0.0.1:2181-order`).
     fn describe(&self) -> String;
 
+    /// True when the registry's clock readings are this host's own clock (`statefulset`):
+    /// two holders' readings are then as far apart as their hosts' clocks, so the
+    /// generator never lets its ids lead the clock there (fence rule 5): it floors a lease
+    /// with no record at the reading plus `max_skew` plus 1 s and waits for it.
+    fn clock_is_local(&self) -> bool {
+        false
+    }
+
     /// The registry's clock as seen by the last successful `acquire` or `renew`, taken
     /// (and cleared) by the generator for its clock check. `None` for registries without
     /// a clock of their own (`fixed`, `local`).

@@ -482,6 +482,10 @@ impl WorkerRegistry for StatefulsetRegistry {
         })
     }
 
+    fn clock_is_local(&self) -> bool {
+        true
+    }
+
     fn survives_outage(&self) -> bool {
         // With a bound file, it is this registry's record (a renew that cannot check and
         // write it must not count on the cache file, as for `local:`); without one the

@@ -48,9 +48,16 @@
 //!    its floor. The generator's clock starts at the floor and runs at half speed until
 //!    the real clock catches up (`generator/lead.rs`); the ids' time part leads the wall
 //!    clock by at most the reach, for at most twice that. Holders of one identity must
-//!    share `lookahead` and `max_skew` (they share a configuration); a registry without
-//!    a clock of its own (`local`, `fixed`, `statefulset`) holds its records on the
-//!    host that issues, where no other host can take them over.
+//!    share `lookahead` and `max_skew` (they share a configuration), and the argument
+//!    takes the registry's clock as one clock that does not step back: ZooKeeper's
+//!    servers and a database's primary and replicas under NTP. A wipe while a holder
+//!    that leads is cut off, followed by a failover to a server whose clock is behind
+//!    by more than the time since that holder's last write plus half its age, is not
+//!    covered. A registry without a clock (`local`, `fixed`) caps bounds at this host's
+//!    clock plus the reach: its records are this host's files, which no other host
+//!    takes over. `statefulset` reads each node's own clock, so no cap holds across
+//!    nodes: there a floor with no record is the node's clock plus `max_skew` plus 1 s,
+//!    and the start waits for it instead of leading (`WorkerRegistry::clock_is_local`).
 //!
 //!    This replaces an earlier rule 5 (a holder out of touch for 2/5 of its session
 //!    stopped, and a newcomer without a record watched 3.5 s, then waited out the
@@ -79,12 +86,21 @@
 //! Where a foreign writer cannot be detected at all, the registry refuses the
 //! configuration and says why instead of hoping.
 //!
+//! The handover to a foreign server: Java Leaf and the fork start from their own clock
+//! and the stamp leafid wrote (never ahead of the clock, rule 4), so ids that lead the
+//! clock would be issued again by a server started on the identity next. `close` on
+//! those layouts waits until the clock passes the last id
+//! ([`WorkerRegistry::shared_with_foreign_servers`](super::WorkerRegistry::shared_with_foreign_servers));
+//! after a crash while leading, the docs tell operators to wait as long.
+//!
 //! The residual window: a Java Leaf or fork server issues from its start, but writes
 //! its record only [`FOREIGN_FIRST_UPLOAD`] later. A leafid holder that is already live
 //! when such a server starts on its identity sees the server's first write (a ZooKeeper
 //! watch, or the next conditional write) and stops; until then both issue. No protocol on
 //! leafid's side can close that window, because the Java server reads and issues without
-//! writing; `docs` state it in milliseconds as measured.
+//! writing; `docs` state it in milliseconds as measured. While leafid's ids lead the
+//! clock (the first minutes after a start above a floor) the window also covers every
+//! id leafid issued ahead of the foreign server's clock.
 
 use std::time::Duration;
 

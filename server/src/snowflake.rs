@@ -23,9 +23,7 @@ pub async fn build(url: &str) -> Result<(SnowflakeSlot, Option<JoinHandle<()>>),
         what: format!("snowflake registry {}", leafid::redact::url(url)),
         make: move || {
             let builder = builder.clone();
-            async move {
-                builder.build().await
-            }
+            async move { builder.build().await }
         },
         why,
     })

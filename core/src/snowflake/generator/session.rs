@@ -16,7 +16,7 @@ use super::super::registry::{
 };
 use super::super::word::OPENING_LIMIT;
 use super::close;
-use super::settings::Source;
+use super::settings::{Source, MAX_LOOKAHEAD};
 use super::state::{
     bounded, skew_of, Core, LeaseState, Session, REGISTRY_CALL_LIMIT, SKEW_SLACK_MS,
 };
@@ -275,14 +275,25 @@ async fn hold(
         last_ms: floor,
         behind_ms: floor.saturating_sub(core.clock.real_millis()),
     };
+    // A recorded floor leads this host's clock by at most the reach of its writer, which
+    // may have had the longest lookahead where the registry's clock caps it (a lookahead
+    // lowered since must not refuse the restart); further ahead, this clock was set back.
+    // (`statefulset`, which never leads, waits at most `startup_wait` as it always did.)
+    let usual = if registry.clock_is_local() {
+        0
+    } else if core.registry_now_ms().is_none() {
+        core.reach_ms()
+    } else {
+        MAX_LOOKAHEAD.as_millis() as i64 + core.settings.max_skew_ms + SKEW_SLACK_MS
+    };
+    if recorded.saturating_sub(core.clock.real_millis()) > usual + core.settings.startup_wait_ms {
+        return Err(behind_by(recorded));
+    }
     let floor = recorded.max(skew_floor.unwrap_or(i64::MIN));
     if registry.clock_is_local() {
         // Readings of this host's own clock (`statefulset`): no cap holds across hosts,
         // so the ids never lead the clock; wait for it (at most the skew plus 1 s past
         // a floor with no record, at most `startup_wait` past a recorded one).
-        if recorded.saturating_sub(core.clock.real_millis()) > core.settings.startup_wait_ms {
-            return Err(behind_by(recorded));
-        }
         while core.clock.real_millis() <= floor {
             let gap = (floor - core.clock.real_millis() + 1).max(1) as u64;
             let clock = core.clock.real_handle();

@@ -374,8 +374,11 @@ impl SnowflakeGenerator {
     pub fn close_async(&self) -> impl std::future::Future<Output = bool> + Send + 'static {
         let core = self.inner.core.clone();
         core.begin_close();
-        let wait = core.with_lead(DEFAULT_CLOSE_WAIT);
-        runtime::run(core.released_within(wait))
+        runtime::run(async move {
+            let released = core.clone().released_within(DEFAULT_CLOSE_WAIT).await;
+            tokio::time::sleep(core.lead_left()).await;
+            released
+        })
     }
 
     /// `n` fresh ids in increasing order (see [`fill`](Self::fill)).
@@ -424,9 +427,18 @@ impl SnowflakeGenerator {
     /// call on any clone fails with [`Error::Closed`](crate::Error::Closed). Dropping the
     /// last clone closes without waiting at all.
     pub fn close(&self) {
-        self.inner.core.begin_close();
-        let wait = self.inner.core.with_lead(DEFAULT_CLOSE_WAIT);
-        self.inner.core.wait_released(wait);
+        let core = &self.inner.core;
+        core.begin_close();
+        core.wait_released(DEFAULT_CLOSE_WAIT);
+        let lead = core.lead_left();
+        if !lead.is_zero() && !runtime::on_runtime_thread() {
+            tracing::info!(
+                lead_ms = lead.as_millis() as u64,
+                "the last ids lead the clock: close waits until the clock passes them, so that \
+                 a Java Leaf or fork server started on this identity next never issues them again"
+            );
+            std::thread::sleep(lead);
+        }
     }
 }
 

@@ -121,11 +121,8 @@ impl Core {
         }
         let last_ms = decode(last as i64, &self.layout).timestamp_ms;
         if session.registry.shared_with_foreign_servers() {
-            // The release waits out the ids' lead (`release`); so does `close`.
-            let lead = last_ms
-                .saturating_sub(system_now_ms())
-                .clamp(0, i64::MAX / 4);
-            self.release_lead_ms.store(lead, Ordering::Relaxed);
+            // `close` waits until the clock passes it (`lead_left`).
+            self.last_issued_ms.store(last_ms, Ordering::Relaxed);
         }
         let core = self.clone();
         runtime::spawn(async move {
@@ -170,11 +167,19 @@ impl Core {
         finished
     }
 
-    /// `wait` plus the ids' lead a release on a layout shared with foreign servers waits
-    /// out first (`close` and `close_async`; `close_within` keeps to its bound).
-    pub(super) fn with_lead(&self, wait: Duration) -> Duration {
-        // Relaxed: written by `begin_close` on this thread or before the release started.
-        wait + Duration::from_millis(self.release_lead_ms.load(Ordering::Relaxed) as u64)
+    /// How long until the clock passes the last id issued, on a layout a Java Leaf or
+    /// fork server shares (zero elsewhere, and once it has): such a server taking the
+    /// identity over next starts from its own clock and the stamp leafid wrote (never
+    /// ahead of the clock, fence rule 4), so ids that lead the clock (the first minutes
+    /// after a start above a floor, `lead.rs`) would be issued again. `close` and
+    /// `close_async` wait this long after the release (a leafid successor needs no
+    /// wait: it starts above the exact last timestamp the release wrote); `close_within`
+    /// does not.
+    pub(super) fn lead_left(&self) -> Duration {
+        // Relaxed: written by `begin_close` on this thread, before the caller asks.
+        let last = self.last_issued_ms.load(Ordering::Relaxed);
+        let left = last.saturating_add(1).saturating_sub(system_now_ms());
+        Duration::from_millis(left.clamp(0, i64::MAX / 4) as u64)
     }
 
     fn gave_up(&self, wait: Duration) {
@@ -192,22 +197,6 @@ impl Core {
 /// skipping any of it is safe.
 async fn release(session: &Session, last_ms: i64) {
     let st = session.lease.lock().await;
-    if session.registry.shared_with_foreign_servers() {
-        // A Java Leaf or fork server that takes this identity over next starts from its
-        // own clock and the stamp written below (never ahead of the clock, fence rule 4),
-        // so the ids must not lead the clock when the identity is let go: after a start
-        // above a floor (`lead.rs`) they may, for up to twice the reach.
-        let lead = last_ms.saturating_sub(system_now_ms());
-        if lead >= 0 {
-            tracing::info!(
-                lead_ms = lead + 1,
-                "the last ids lead the clock: the release waits until \
-                the clock passes them, so that a Java Leaf or fork server started on this identity \
-                next never issues them again"
-            );
-            tokio::time::sleep(Duration::from_millis(lead as u64 + 1)).await;
-        }
-    }
     let entry = CacheEntry {
         worker_id: st.lease.worker_id,
         bound_ms: last_ms,

@@ -154,9 +154,9 @@ pub(super) struct Core {
     pub(super) clock_ref: arc_swap::ArcSwapOption<(i64, std::time::Instant)>,
     /// True once the final release after `close` has completed (or had nothing to do).
     pub(super) released: tokio::sync::watch::Sender<bool>,
-    /// How long the release waits for the clock to pass the last id before anything
-    /// else (ms; only on a layout a foreign server shares, `close.rs`).
-    pub(super) release_lead_ms: AtomicI64,
+    /// The last id's timestamp at close, on a layout a foreign server shares (else
+    /// `i64::MIN`): `close` waits until the clock passes it (`close.rs`).
+    pub(super) last_issued_ms: AtomicI64,
     /// Ids issued in milliseconds that ended (see `stats.rs`).
     pub(super) issued: std::sync::atomic::AtomicU64,
     /// The first id of the millisecond in progress, as far as counting knows.
@@ -190,7 +190,7 @@ impl Core {
             last_failure: arc_swap::ArcSwap::from_pointee(Failure::Text(String::new(), None)),
             clock_ref: arc_swap::ArcSwapOption::empty(),
             released: tokio::sync::watch::Sender::new(false),
-            release_lead_ms: AtomicI64::new(0),
+            last_issued_ms: AtomicI64::new(i64::MIN),
             issued: std::sync::atomic::AtomicU64::new(0),
             ms_first: std::sync::atomic::AtomicU64::new(0),
             reported: std::sync::atomic::AtomicU64::new(0),

@@ -368,17 +368,14 @@ impl SnowflakeGenerator {
         self.inner.core.wait_released(wait)
     }
 
-    /// [`close`](Self::close) for async callers: issuing stops when this is called; the
-    /// future resolves when the worker id is released or after the deadline (`true`:
-    /// released).
+    /// [`close_within`](Self::close_within)`(`[`DEFAULT_CLOSE_WAIT`]`)` for async
+    /// callers: issuing stops when this is called; the future resolves when the worker
+    /// id is released or after the deadline (`true`: released). Unlike
+    /// [`close`](Self::close) it does not wait out a lead of the ids.
     pub fn close_async(&self) -> impl std::future::Future<Output = bool> + Send + 'static {
         let core = self.inner.core.clone();
         core.begin_close();
-        runtime::run(async move {
-            let released = core.clone().released_within(DEFAULT_CLOSE_WAIT).await;
-            tokio::time::sleep(core.lead_left()).await;
-            released
-        })
+        runtime::run(core.released_within(DEFAULT_CLOSE_WAIT))
     }
 
     /// `n` fresh ids in increasing order (see [`fill`](Self::fill)).

@@ -171,10 +171,10 @@ impl Core {
     /// fork server shares (zero elsewhere, and once it has): such a server taking the
     /// identity over next starts from its own clock and the stamp leafid wrote (never
     /// ahead of the clock, fence rule 4), so ids that lead the clock (the first minutes
-    /// after a start above a floor, `lead.rs`) would be issued again. `close` and
-    /// `close_async` wait this long after the release (a leafid successor needs no
-    /// wait: it starts above the exact last timestamp the release wrote); `close_within`
-    /// does not.
+    /// after a start above a floor, `lead.rs`) would be issued again. `close` waits
+    /// this long after the release (a leafid successor needs no wait: it starts above
+    /// the exact last timestamp the release wrote); `close_within` and `close_async`
+    /// (the bindings' closes) do not.
     pub(super) fn lead_left(&self) -> Duration {
         // Relaxed: written by `begin_close` on this thread, before the caller asks.
         let last = self.last_issued_ms.load(Ordering::Relaxed);

@@ -118,29 +118,30 @@ fn zookeeper_forever_restart_while_zookeeper_is_down_is_refused_then_starts_at_o
     restart_while_down(&url, &proxy);
 }
 
+/// A loopback proxy in front of the test MariaDB, and its URL through the proxy with
+/// leafid's `params` added.
 #[cfg(feature = "mysql")]
-#[test]
-fn mysql_port_restart_while_the_database_is_down_is_refused_then_starts_at_once() {
+fn mysql_through_proxy(params: &str) -> (DelayProxy, String) {
     let base = std::env::var("LEAFID_MYSQL_URL").expect("source .services/env");
     let mut u = url::Url::parse(&base).unwrap();
     let proxy = DelayProxy::start(format!("{}:{}", u.host_str().unwrap(), u.port().unwrap()));
     u.set_host(Some("127.0.0.1")).unwrap();
     u.set_port(Some(proxy.addr.port())).unwrap();
     let sep = if u.as_str().contains('?') { '&' } else { '?' };
-    let url = format!("{u}{sep}port=8080&ip={}", unique("my"));
+    (proxy, format!("{u}{sep}{params}"))
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_port_restart_while_the_database_is_down_is_refused_then_starts_at_once() {
+    let (proxy, url) = mysql_through_proxy(&format!("port=8080&ip={}", unique("my")));
     restart_while_down(&url, &proxy);
 }
 
 #[cfg(feature = "mysql")]
 #[test]
 fn a_pool_restart_while_the_database_is_down_waits_for_the_database() {
-    let base = std::env::var("LEAFID_MYSQL_URL").expect("source .services/env");
-    let mut u = url::Url::parse(&base).unwrap();
-    let proxy = DelayProxy::start(format!("{}:{}", u.host_str().unwrap(), u.port().unwrap()));
-    u.set_host(Some("127.0.0.1")).unwrap();
-    u.set_port(Some(proxy.addr.port())).unwrap();
-    let sep = if u.as_str().contains('?') { '&' } else { '?' };
-    let url = format!("{u}{sep}pool={}", unique("pool"));
+    let (proxy, url) = mysql_through_proxy(&format!("pool={}", unique("pool")));
     let cache = tempfile::tempdir().unwrap();
     let first = build(&url, cache.path()).unwrap();
     first.next_id().unwrap();

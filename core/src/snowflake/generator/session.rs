@@ -295,11 +295,7 @@ async fn hold(
         // so the ids never lead the clock; wait for it (at most the skew plus 1 s past
         // a floor with no record, at most `startup_wait` past a recorded one).
         while core.clock.real_millis() <= floor {
-            let gap = (floor - core.clock.real_millis() + 1).max(1) as u64;
-            let clock = core.clock.real_handle();
-            tokio::task::spawn_blocking(move || clock.sleep_millis(gap))
-                .await
-                .map_err(Error::registry)?;
+            sleep_on_clock(core, (floor - core.clock.real_millis() + 1).max(1) as u64).await?;
         }
         return Ok(floor);
     }
@@ -325,14 +321,19 @@ async fn hold(
         );
     }
     if !wait.is_zero() {
-        // On the generator's clock, which a test's manual clock advances instead.
-        let clock = core.clock.real_handle();
-        tokio::task::spawn_blocking(move || clock.sleep_millis(wait.as_millis() as u64))
-            .await
-            .map_err(Error::registry)?;
+        sleep_on_clock(core, wait.as_millis() as u64).await?;
     }
     core.clock.raise_to(floor.saturating_add(1));
     Ok(floor)
+}
+
+/// Sleeps `ms` on the generator's real clock, off the runtime's threads (a test's manual
+/// clock advances instead of sleeping).
+async fn sleep_on_clock(core: &Core, ms: u64) -> Result<()> {
+    let clock = core.clock.real_handle();
+    tokio::task::spawn_blocking(move || clock.sleep_millis(ms))
+        .await
+        .map_err(Error::registry)
 }
 
 /// Puts the worker id and its floor into the state word: the floor's millisecond with

@@ -29,11 +29,7 @@ node=$out/leafid.linux-x64-gnu.node
 # Stripped here, not with `napi build --strip`: that sets RUSTFLAGS for every crate, and
 # cargo would compile the core again instead of reusing the wheel build's.
 strip "$node"
-newest=$(objdump -T "$node" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
-if [ "$(printf '%s\n2.17\n' "$newest" | sort -V | tail -1)" != 2.17 ]; then
-    echo "$node needs glibc $newest; the package promises 2.17" >&2
-    exit 1
-fi
+sh scripts/zig/glibc-floor "$node"
 
 stage=$CARGO_TARGET_DIR/npm-stage
 rm -rf "$stage"

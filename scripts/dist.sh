@@ -6,12 +6,16 @@
 #   leafid-V.crate                                the Rust crate, as `cargo publish` sends it
 #   leafid-V.tgz                                  the npm package: loader and types, no binary
 #   leafid-linux-x64-gnu-V.tgz                    its binary for Linux x64, glibc 2.17+
+#   leafid-V-x86_64-linux-gnu.tar.gz              the `leafid` binary (serve, the table
+#                                                 commands), glibc 2.17+
 # The wheel is installed into a fresh venv for every CPython >= 3.9 in /usr/bin, with no
 # `cargo` on PATH and no index (so nothing can be compiled or fetched), and the Python
 # quick start of bindings-python/README.md (the README PyPI shows) runs from it twice.
 # The npm tarballs are installed together into a fresh project, offline and without
 # cargo (scripts/dist-npm.sh): require, import, tsc --strict, the README's Node quick
-# start twice.
+# start twice. The `leafid` binary is unpacked and run as an operator would, without
+# cargo: the table commands and `leafid serve` on SQLite and `local:`, one id from each
+# mode over HTTP.
 #
 #   scripts/dist.sh                  # into dist/
 #   LEAFID_DIST_DIR=/tmp/d ...       # elsewhere
@@ -38,6 +42,7 @@ release=(env "PATH=$tools/bin:$PATH"
     "CC_x86_64_unknown_linux_gnu=$root/scripts/zig/cc")
 "${release[@]}" maturin build --release --target x86_64-unknown-linux-gnu --out "$dist"
 "${release[@]}" bash scripts/build-npm.sh "$dist"
+"${release[@]}" bash scripts/build-binary.sh "$dist"
 "${release[@]}" maturin sdist --out "$dist"
 # --allow-dirty: a working copy with uncommitted changes packages too (a clean clone
 # has none). The package is verified: it is built from the extracted .crate.
@@ -84,5 +89,6 @@ done
 [ "$tried" -gt 0 ] || { echo "no CPython >= 3.9 in /usr/bin" >&2; exit 1; }
 
 PATH=$nocargo bash scripts/dist-npm.sh "$dist"
+PATH=$nocargo bash scripts/dist-binary.sh "$dist"
 
 ls -l "$dist"

@@ -61,9 +61,11 @@ fn systemd_unit_verifies_and_runs_unprivileged_with_its_state_and_env_file() {
     assert!(out.status.success() && complaints.is_empty(), "{err}");
 }
 
-/// Issue 31: the README installs the binary where the unit runs it. A plain `cargo
-/// install` puts it in `~/.cargo/bin`, which `ProtectHome=yes` hides from the service
-/// even when ExecStart is pointed there.
+/// Issue 31: the README installs the binary where the unit runs it, both ways: the
+/// release's prebuilt binary (`install -m 755 … /usr/local/bin/leafid`, of this
+/// version's tarball) and `cargo install`. A plain `cargo install` puts it in
+/// `~/.cargo/bin`, which `ProtectHome=yes` hides from the service even when ExecStart
+/// is pointed there.
 #[test]
 fn the_readme_installs_the_binary_where_the_unit_runs_it() {
     let unit = deploy("leafid.service");
@@ -75,12 +77,17 @@ fn the_readme_installs_the_binary_where_the_unit_runs_it() {
     let readme =
         std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("README.md"))
             .unwrap();
-    let installs: Vec<&str> = readme
-        .lines()
-        .filter(|l| l.trim_start().starts_with("cargo install"))
+    let lines: Vec<&str> = readme.lines().map(str::trim_start).collect();
+
+    let cargo: Vec<&&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("cargo install"))
         .collect();
-    assert!(!installs.is_empty(), "no install line in server/README.md");
-    for line in installs {
+    assert!(
+        !cargo.is_empty(),
+        "no cargo install line in server/README.md"
+    );
+    for line in cargo {
         let root = line
             .split_whitespace()
             .skip_while(|w| *w != "--root")
@@ -90,6 +97,24 @@ fn the_readme_installs_the_binary_where_the_unit_runs_it() {
             });
         assert_eq!(format!("{root}/bin/leafid"), binary, "{line}");
     }
+
+    // The prebuilt binary: the version set is this one (scripts/build-binary.sh names
+    // the tarball after it), and the install line puts it where the unit runs it.
+    let version = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("v="))
+        .and_then(|v| v.split_whitespace().next())
+        .expect("a v=VERSION line before the prebuilt binary's install");
+    assert_eq!(version, env!("CARGO_PKG_VERSION"));
+    let install = lines
+        .iter()
+        .find(|l| l.contains("install -m 755") && l.contains("x86_64-linux-gnu/leafid"))
+        .expect("an install line for the prebuilt binary");
+    assert_eq!(
+        install.split_whitespace().last(),
+        Some(binary.as_str()),
+        "{install}"
+    );
 }
 
 #[test]

@@ -138,7 +138,7 @@ fi
 # would build the core and tokio again with fewer features.
 rust_build() {
     cargo test --workspace --all-targets --no-run &&
-        cargo test --workspace --test adversary --test registry --no-run
+        cargo test --workspace --test adversary --test registry --test snowflake --no-run
 }
 stage rust-build rust_build
 # Background builds (see the top): none touches target/debug but dist.sh's `cargo
@@ -156,6 +156,8 @@ stage rust cargo test --workspace --all-targets --no-fail-fast
 stage adversary cargo test --workspace --test adversary -- --test-threads=6
 # The registry suite (test = false too): mostly waiting, as the matrix.
 stage registry cargo test --workspace --test registry -- --test-threads=4
+# The snowflake suite (test = false too): mostly waiting, as the matrix.
+stage snowflake cargo test --workspace --test snowflake -- --test-threads=6
 stage rust-doc rust_doc
 stage loom bg_wait loom
 stage rust-features bg_wait rust-features

@@ -20,7 +20,7 @@ $name/LICENSE
 $name/README.md
 $name/leafid
 $name/leafid.service"
-got=$(tar -tzf "$tarball" | sort)
+got=$(tar -tzf "$tarball" | LC_ALL=C sort)
 [ "$got" = "$want" ] || { printf '%s holds\n%s\nnot\n%s\n' "$tarball" "$got" "$want" >&2; exit 1; }
 
 work=$(mktemp -d)
@@ -47,6 +47,7 @@ for _ in $(seq 100); do
     kill -0 "$server" 2>/dev/null || { cat serve.log >&2; exit 1; }
     sleep 0.2
 done
+get "http://127.0.0.1:$port/health" >/dev/null || { echo "leafid serve: not healthy after 20 s" >&2; cat serve.log >&2; exit 1; }
 segment=$(get "http://127.0.0.1:$port/api/segment/get/order")
 snowflake=$(get "http://127.0.0.1:$port/api/snowflake/get/any")
 # The segment id comes after the 3 the table command reserved; a snowflake id is a

@@ -326,6 +326,47 @@ fn startup_waits_for_a_clock_slightly_behind_the_cached_bound() {
     assert!(gen.decode(id).timestamp_ms > T + 3_000);
 }
 
+/// `fixed:`'s records, kept by a registry that does not keep them by this host's clock
+/// (`clock_is_local` left false, as for a custom or networked registry): its floors
+/// lead the clock instead of being waited for.
+#[derive(Debug)]
+struct Leading(leafid::snowflake::registry::FixedRegistry);
+
+impl leafid::snowflake::registry::WorkerRegistry for Leading {
+    fn acquire(
+        &self,
+        max_worker_id: u32,
+        limit: Arc<leafid::snowflake::registry::IssueLimit>,
+    ) -> leafid::runtime::BoxFuture<'_, leafid::Result<leafid::snowflake::registry::Lease>> {
+        self.0.acquire(max_worker_id, limit)
+    }
+    fn renew<'a>(
+        &'a self,
+        lease: &'a leafid::snowflake::registry::Lease,
+        bound_ms: i64,
+    ) -> leafid::runtime::BoxFuture<'a, leafid::Result<()>> {
+        self.0.renew(lease, bound_ms)
+    }
+    fn release<'a>(
+        &'a self,
+        lease: &'a leafid::snowflake::registry::Lease,
+    ) -> leafid::runtime::BoxFuture<'a, leafid::Result<()>> {
+        self.0.release(lease)
+    }
+    fn survives_outage(&self) -> bool {
+        self.0.survives_outage()
+    }
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+    fn host_identity(&self) -> Option<String> {
+        self.0.host_identity()
+    }
+    fn cache_is_only_record(&self) -> bool {
+        self.0.cache_is_only_record()
+    }
+}
+
 #[test]
 fn a_floor_ahead_of_the_clock_gives_the_first_id_at_once_and_the_ids_catch_up_at_half_speed() {
     let dir = tempfile::tempdir().unwrap();
@@ -338,7 +379,14 @@ fn a_floor_ahead_of_the_clock_gives_the_first_id_at_once_and_the_ids_catch_up_at
     // A manual clock moves only when told or when the generator sleeps on it: start-up
     // used to sleep it past the floor (4 s); now nothing sleeps.
     let clock = ManualClock::new(T);
-    let gen = fixed(19, &clock, dir.path());
+    let gen = SnowflakeGenerator::builder()
+        .custom_registry(Arc::new(Leading(
+            leafid::snowflake::registry::FixedRegistry::new(19),
+        )))
+        .clock(clock.clone())
+        .cache_dir(dir.path())
+        .build_blocking()
+        .expect("build");
     let first = gen.next_id().unwrap();
     assert_eq!(
         leafid::Clock::now_millis(&*clock),
@@ -354,6 +402,34 @@ fn a_floor_ahead_of_the_clock_gives_the_first_id_at_once_and_the_ids_catch_up_at
     clock.advance(7_000);
     let caught = gen.next_id().unwrap();
     assert_eq!(gen.decode(caught).timestamp_ms, T + 9_000);
+    gen.close();
+}
+
+/// Review of issue 30: `fixed:` (and `local:`, `statefulset:`) never lead the clock.
+/// Their records are this host's files; one deleted after a clean exit (a `local:`
+/// directory emptied by a deploy) leaves the id floored at the clock, and ids that had
+/// led it were issued again. A floor ahead of the clock is waited for instead.
+#[test]
+fn fixed_waits_for_a_floor_ahead_of_the_clock_and_never_leads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    WorkerCache::new(dir.path(), "fixed-16")
+        .write(CacheEntry {
+            worker_id: 16,
+            bound_ms: T + 4_000,
+        })
+        .unwrap();
+    let clock = ManualClock::new(T);
+    let gen = fixed(16, &clock, dir.path());
+    let first = gen.next_id().unwrap();
+    let now = leafid::Clock::now_millis(&*clock);
+    assert!(
+        now > T + 4_000,
+        "start-up did not wait for the floor: clock at {now}"
+    );
+    assert!(
+        gen.decode(first).timestamp_ms <= now,
+        "the first id leads the clock"
+    );
     gen.close();
 }
 
@@ -383,10 +459,10 @@ fn startup_refuses_a_clock_far_behind_the_cached_bound() {
         }
         other => panic!("expected ClockBehindRegistry, got {other:?}"),
     }
-    // A bound of `fixed:` leads this host's clock by at most the reach (the lookahead,
-    // 6 s here, plus the skew, 5 s, and 1 s); 90 s is a clock set back. A start-up
-    // allowance past that lets it through: it waits for the clock (a manual one here). A longer start-up allowance lets it through, and the first id is
-    // above the bound at once (the clock leads), with no wait.
+    // `fixed:` never leads the clock, so its bound is at most its lookahead (6 s here)
+    // ahead of it, and a start waits for it at most `startup_wait` (10 s); 90 s is a
+    // clock set back. A longer start-up allowance lets it through: it waits for the clock
+    // (a manual one here), and the first id is above the bound.
     let gen = SnowflakeGenerator::builder()
         .registry(RegistryConfig::Fixed(18))
         .clock(clock.clone())

@@ -43,3 +43,6 @@ mod one_holder_faults;
 
 /// A process forked while its parent re-acquires a worker id gets one of its own.
 mod nested_fork;
+
+/// `local:` with its lock directory emptied after a holder exits.
+mod local_directory;

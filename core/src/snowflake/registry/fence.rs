@@ -56,8 +56,14 @@
 //!    covered. A registry without a clock (`local`, `fixed`) caps bounds at this host's
 //!    clock plus the reach: its records are this host's files, which no other host
 //!    takes over. `statefulset` reads each node's own clock, so no cap holds across
-//!    nodes: there a floor with no record is the node's clock plus `max_skew` plus 1 s,
-//!    and the start waits for it instead of leading (`WorkerRegistry::clock_is_local`).
+//!    nodes: there a floor with no record is the node's clock plus `max_skew` plus 1 s.
+//!    On these three the start waits for a floor ahead of the clock instead of leading
+//!    (`WorkerRegistry::clock_is_local`): their records are files an operator empties
+//!    with a directory (a `local:` lock directory recreated by a deploy), and an id of
+//!    theirs with no record floors at the clock, so ids that led it would be issued
+//!    again (303 479 of 305 408 in the review's run). The wait is at most their
+//!    lookahead (twice the heartbeat), and `local` takes a free id whose floor has passed
+//!    first.
 //!
 //!    This replaces an earlier rule 5 (a holder out of touch for 2/5 of its session
 //!    stopped, and a newcomer without a record watched 3.5 s, then waited out the

@@ -284,6 +284,12 @@ fn lock_id(dir: &Path, names: &[String], id: u32, now: i64) -> Result<Option<(He
 }
 
 impl WorkerRegistry for LocalRegistry {
+    fn clock_is_local(&self) -> bool {
+        // Ids that led the clock would be issued again by a holder that finds no record
+        // of them (a bound file or cache file deleted after a clean exit).
+        true
+    }
+
     fn acquire(&self, max_worker_id: u32, _limit: Arc<IssueLimit>) -> BoxFuture<'_, Result<Lease>> {
         // The locks cannot be taken from a live process; a lock file deleted under it is
         // found by `renew`, whose LeaseLost makes the generator lower the limit.

@@ -244,10 +244,13 @@ pub trait WorkerRegistry: Send + Sync + std::fmt::Debug {
     /// A short name for the cache file and messages (`zookeeper-127.0.0.1:2181-order`).
     fn describe(&self) -> String;
 
-    /// True when the registry's clock readings are this host's own clock (`statefulset`):
-    /// two holders' readings are then as far apart as their hosts' clocks, so the
-    /// generator never lets its ids lead the clock there (fence rule 5): it floors a lease
-    /// with no record at the reading plus `max_skew` plus 1 s and waits for it.
+    /// True when the registry's records are kept by this host's own clock: `statefulset`
+    /// (each node's clock; two holders' readings are as far apart as their hosts'
+    /// clocks), `fixed` and `local` (this host's files, which hold no clock of their own
+    /// and no record that survives the directory being emptied). The generator never lets
+    /// its ids lead the clock there (fence rule 5): it floors a lease with no record at
+    /// the reading plus `max_skew` plus 1 s, and waits for a floor ahead of the clock, so
+    /// a record lost after a holder stopped is never below ids it issued.
     fn clock_is_local(&self) -> bool {
         false
     }

@@ -178,6 +178,14 @@ pub struct ServeArgs {
     /// `fixed:7`, `local:///dir`, …); overrides the properties and enables snowflake mode.
     #[arg(long, env = "LEAFID_SNOWFLAKE", hide_env_values = true)]
     pub snowflake: Option<String>,
+    /// Seconds each snowflake bound the registry holds reaches ahead of the clock: how
+    /// long snowflake ids keep coming through a registry outage (65 by default; at most
+    /// 300, and more than the 3 s heartbeat). A new worker id's first ids lead the clock
+    /// by about this much, and shutdown waits for the clock to pass them on the layouts
+    /// Java Leaf shares. Every holder of one identity must use the same value.
+    #[arg(long, env = "LEAFID_LOOKAHEAD",
+          value_parser = value_parser!(u64).range(1..=leafid::snowflake::MAX_LOOKAHEAD.as_secs()))]
+    pub lookahead: Option<u64>,
     /// Create `leaf_alloc` at start when it is missing (as `leafid init`).
     #[arg(long, env = "LEAFID_CREATE_TABLE")]
     pub create_table: bool,

@@ -56,7 +56,8 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     // After the store: a store that ends the start leaves no worker id held.
     let (snowflake, building) = match &config.snowflake_url {
         Some(url) => {
-            let (slot, building) = snowflake::build(url)
+            let lookahead = args.lookahead.map(Duration::from_secs);
+            let (slot, building) = snowflake::build(url, lookahead)
                 .await
                 .map_err(|e| format!("snowflake registry {}: {e}", leafid::redact::url(url)))?;
             (Some(slot), building)
@@ -117,6 +118,13 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     if let Some(gen) = snowflake.as_ref().and_then(|slot| slot.get()) {
         let released = gen.close_async().await;
         tracing::info!(released, "snowflake generator closed");
+        // Then `close` (the release is done: only its wait is left): on the layouts a
+        // Java Leaf or fork server shares (`zookeeper://`, `mysql://?port=`) it waits
+        // until the clock has passed the last id, so such a server started on this
+        // identity once this process has exited never issues those ids again (a new
+        // worker id's ids lead the clock for a while: up to lookahead + max_skew + 1 s).
+        let gen = gen.clone();
+        let _ = tokio::task::spawn_blocking(move || gen.close()).await;
     }
     if let Some(gen) = segment.as_ref().and_then(|slot| slot.get()) {
         gen.close();

@@ -6,6 +6,8 @@
 //! configuration no retry can fix (a bad URL, access denied, a clock out of step with
 //! the registry) ends the start with its message.
 
+use std::time::Duration;
+
 use leafid::{Error, SnowflakeGenerator};
 use tokio::task::JoinHandle;
 
@@ -14,11 +16,18 @@ use crate::pending::{self, Maker, Pending};
 /// Snowflake mode's generator, filled once it holds a worker id.
 pub type SnowflakeSlot = Pending<SnowflakeGenerator>;
 
-/// Builds the generator on the registry at `url`: a filled slot, or an empty one and
-/// the task that keeps trying; an error retrying cannot fix is returned.
-pub async fn build(url: &str) -> Result<(SnowflakeSlot, Option<JoinHandle<()>>), Error> {
+/// Builds the generator on the registry at `url` (with `lookahead`, or the core's
+/// default): a filled slot, or an empty one and the task that keeps trying; an error
+/// retrying cannot fix is returned.
+pub async fn build(
+    url: &str,
+    lookahead: Option<Duration>,
+) -> Result<(SnowflakeSlot, Option<JoinHandle<()>>), Error> {
     // Parsed once, before any I/O: a bad URL ends the start.
-    let builder = SnowflakeGenerator::builder().registry_url(url)?;
+    let mut builder = SnowflakeGenerator::builder().registry_url(url)?;
+    if let Some(ahead) = lookahead {
+        builder = builder.lookahead(ahead);
+    }
     pending::start(Maker {
         what: format!("snowflake registry {}", leafid::redact::url(url)),
         make: move || {

@@ -38,6 +38,25 @@ fn systemd_unit_verifies_and_runs_unprivileged_with_its_state_and_env_file() {
         assert!(lines.iter().any(|l| l == want), "{want} missing");
     }
     assert!(!lines.iter().any(|l| l == "User=root"));
+    // The stop timeout covers a stop's three waits: requests finishing
+    // (--shutdown-timeout, 10 s), the release, and on Leaf's layouts the clock passing
+    // the last id, which a new worker id's ids lead by up to the reach.
+    let stop: u64 = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("TimeoutStopSec="))
+        .and_then(|v| v.strip_suffix('s'))
+        .expect("TimeoutStopSec=Ns")
+        .parse()
+        .unwrap();
+    use leafid::snowflake::{DEFAULT_CLOSE_WAIT, DEFAULT_LOOKAHEAD, DEFAULT_MAX_SKEW};
+    let needed = std::time::Duration::from_secs(10 + 1)
+        + DEFAULT_CLOSE_WAIT
+        + DEFAULT_LOOKAHEAD
+        + DEFAULT_MAX_SKEW;
+    assert!(
+        stop >= needed.as_secs(),
+        "TimeoutStopSec={stop}s < {needed:?}"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("leafid.service");

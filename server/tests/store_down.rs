@@ -157,10 +157,12 @@ fn serve_retries_a_worker_id_in_use_at_start_instead_of_exiting() {
     // Two servers given one identity: the second waits for it (as after a SIGKILL, for
     // a predecessor whose session has not expired yet) instead of exiting.
     let url = format!("zookeeper://{}/{}?port=9310", zk(), fresh("srvinuse"));
-    let first = Server::start(&["--snowflake", &url]);
+    // A short lookahead: each stop waits until the clock passes the last id, which a
+    // new worker id's ids lead by about the lookahead + max_skew + 1 s.
+    let first = Server::start(&["--snowflake", &url, "--lookahead", "4"]);
     let (status, _, _) = first.get("/api/snowflake/get/x");
     assert_eq!(status, 200);
-    let second = Server::start(&["--snowflake", &url]);
+    let second = Server::start(&["--snowflake", &url, "--lookahead", "4"]);
     assert!(
         second
             .startup

@@ -314,7 +314,7 @@ class Serve:
                  args: list[str] | None = None) -> None:
         """`args`, when given, replace the properties file (`--url`, `--snowflake`)."""
         if args is None:
-            args = ["--config", self.properties(tmp, tag_space, port)]
+            args = ["--config", self.properties(tmp, tag_space, port), "--lookahead", "4"]
         self.log = open(os.path.join(tmp, f"{name}.log"), "w+")
         self.proc = subprocess.Popen(
             [os.path.join(TARGET, "debug", "leafid"), "serve", *args, "--listen", "127.0.0.1:0"],
@@ -352,7 +352,9 @@ class Serve:
         """SIGTERM, as an orchestrator stops it; the exit code."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
+        # A stop on Leaf's layouts waits until the clock has passed the last id (at
+        # most the lookahead + 6 s: `server()` gives a lookahead of 4 s).
+        return self.proc.wait(timeout=120)
 
 
 def server(tmp: str, stamp: str, seconds: float) -> list[tuple[str, dict[str, object], list[str]]]:

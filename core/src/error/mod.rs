@@ -125,7 +125,7 @@ pub enum Error {
     },
     /// The clock is behind a timestamp this worker id may already have issued
     /// (found at start-up in the registry or the cache file).
-    #[error("clock is {behind_ms} ms behind the last timestamp worker {worker_id} may have issued ({last_ms}); refusing to start (fix the clock or wait)")]
+    #[error("clock is {behind_ms} ms behind the last timestamp worker {worker_id} may have issued ({last_ms}); refusing to start: if the clock was set back, fix it; if that bound was written by a run with a longer lookahead or heartbeat than this one, start again once the clock has passed it (in {behind_ms} ms), or allow a longer startup_wait")]
     ClockBehindRegistry {
         /// The worker id in question.
         worker_id: u32,

@@ -449,6 +449,14 @@ fn startup_refuses_a_clock_far_behind_the_cached_bound() {
         .cache_dir(dir.path())
         .build_blocking()
         .unwrap_err();
+    // A bound that far ahead may also have been written by a run with a longer
+    // lookahead (or heartbeat) than this one: the message says both (the review of
+    // issue 30 found it blamed the clock alone).
+    let text = e.to_string();
+    assert!(
+        text.contains("set back") && text.contains("longer lookahead"),
+        "{text}"
+    );
     match e {
         Error::ClockBehindRegistry {
             worker_id,

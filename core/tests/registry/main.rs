@@ -18,11 +18,13 @@
 #[path = "../support"]
 mod support {
     pub mod delay_proxy;
+    pub mod faketime;
     pub mod fork_mysql;
     pub mod fork_recycle;
     pub mod ipv6;
     pub mod java_leaf;
     pub mod own_database;
+    pub mod own_zookeeper;
     pub mod self_exec;
 }
 

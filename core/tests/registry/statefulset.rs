@@ -13,6 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::faketime;
 use crate::support::self_exec::test_name;
 use leafid::snowflake::registry::statefulset::{ordinal, StatefulsetConfig, StatefulsetRegistry};
 use leafid::snowflake::registry::{IssueLimit, WorkerRegistry};
@@ -663,4 +664,63 @@ fn a_child_forked_during_a_renew_keeps_no_copy_of_its_lock() {
         "the child kept a descriptor of {}",
         lock.display()
     );
+}
+
+/// Entry point of a child process run under libfaketime (`support/faketime.rs`): builds
+/// a generator for pod `orders-688` (floor directory in [`FLOOR_VAR`]), issues an id,
+/// steps its own wall clock 10 s ahead (what chrony does after a VM pause that the
+/// monotonic clock did not count), then asks for ids without waiting for up to 8 s.
+/// Prints `LEAFID-CHILD ` and [`faketime::ids_after_a_step`]'s report.
+#[test]
+#[ignore = "child process entry point, started by the test below"]
+fn clock_step_child_entry() {
+    let floor = std::env::var(FLOOR_VAR).expect("started as a child");
+    let cache = std::env::var(CACHE_VAR).unwrap();
+    let gen = SnowflakeGenerator::builder()
+        .custom_registry(Arc::new(
+            StatefulsetRegistry::new(StatefulsetConfig::new("orders-688").floor_dir(floor))
+                .unwrap(),
+        ))
+        .cache_dir(cache)
+        .heartbeat(Duration::from_millis(200))
+        .lookahead(Duration::from_millis(1_500))
+        // A start waits for its clock plus max_skew plus 1 s: keep it short. Still far
+        // below the step, which the clock check must notice.
+        .max_skew(Duration::from_millis(1_000))
+        .build_blocking()
+        .unwrap();
+    let first = gen.next_id().unwrap();
+    faketime::step(10);
+    println!("LEAFID-CHILD {}", faketime::ids_after_a_step(&gen, first));
+    gen.close();
+}
+
+/// Review of issue 30: a node's wall clock stepped 10 s ahead while the pod ran (chrony
+/// after a VM pause that the monotonic clock did not count). The generator's clock check
+/// compares the clock with the registry's last reading carried forward by the monotonic
+/// clock; for `statefulset` that reading was the node's clock at the acquire, and a
+/// tripped check returned before the renew that could refresh it, so the pod issued
+/// nothing until it restarted (0 ids in 20 s, every call `ClockSkew`). Now a tripped
+/// check renews the bound already persisted to get a fresh reading, and `statefulset`
+/// reads the node's clock at every renew: ids come again with the next heartbeat, above
+/// the ones before.
+#[test]
+fn ids_come_again_soon_after_the_nodes_wall_clock_steps_ahead() {
+    let (floor, cache, clock) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args([
+            "--ignored",
+            "--exact",
+            &test_name(module_path!(), "clock_step_child_entry"),
+            "--nocapture",
+        ])
+        .env(FLOOR_VAR, floor.path())
+        .env(CACHE_VAR, cache.path());
+    faketime::follow(&mut child, &clock.path().join("offset"));
+    faketime::assert_ids_come_again(child);
 }

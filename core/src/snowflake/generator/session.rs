@@ -372,17 +372,13 @@ pub(super) async fn persist_locked(
     if core.closed.load(Ordering::Acquire) {
         return Err(Error::Closed);
     }
+    // Before the cap, which reads the same reference.
+    confirm_clock(core, session, st).await?;
     let bound = core.capped(bound);
     if bound <= st.persisted {
         return Ok(());
     }
     let worker_id = st.lease.worker_id;
-    // A local clock that jumped since the registry's last reading: write no bound from it
-    // (a bound far ahead would strand the worker id that long after a crash).
-    if let Some(e) = core.jumped_clock() {
-        tracing::warn!(error = %e, "clock skew against the registry; no bound written");
-        return Err(e);
-    }
     let cache = session.cache.clone();
     let cache_res = tokio::task::spawn_blocking(move || {
         cache.write(CacheEntry {
@@ -443,6 +439,56 @@ pub(super) async fn persist_locked(
             cause: "the registry reported the lease lost".into(),
         });
     }
+    Ok(())
+}
+
+/// Fence rule 5, before any bound is raised: the local clock against the registry's
+/// clock of the last reading, carried forward by the monotonic clock
+/// ([`Core::jumped_clock`]). Where they differ by more than the skew allows, no bound
+/// from the local clock is written (a bound far ahead would strand the worker id that
+/// long after a crash, and the cap would rest on the wrong clock) until a fresh reading
+/// decides: the bound already persisted is renewed as it is, which raises nothing, and
+/// the registry's clock read with it either agrees with the local clock within
+/// `max_skew` (the reference moves to it and the caller goes on) or is the `ClockSkew`.
+/// Without that reading a holder whose clock was stepped (NTP after a paused VM, whose
+/// pause the monotonic clock does not count) would compare every later write with a
+/// reference that never moves again, and stop for good.
+async fn confirm_clock(core: &Core, session: &Session, st: &LeaseState) -> Result<()> {
+    let Some(jumped) = core.jumped_clock() else {
+        return Ok(());
+    };
+    // No bound of this lease persisted yet: the reading its acquire took is the fresh one.
+    if st.persisted == i64::MIN {
+        tracing::warn!(error = %jumped, "clock skew against the registry; no bound written");
+        return Err(jumped);
+    }
+    match bounded("renew", session.registry.renew(&st.lease, st.persisted)).await {
+        Ok(()) => {}
+        Err(e @ Error::LeaseLost { .. }) => {
+            core.limit.lose();
+            return Err(e);
+        }
+        Err(e) => {
+            // An outage: the clock stays unconfirmed, and so does any bound from it.
+            tracing::warn!(error = %jumped, registry = %e,
+                "clock skew against the registry's last reading, which cannot be read again now; no bound written");
+            return Err(jumped);
+        }
+    }
+    let Some(reading) = session.registry.take_clock_reading() else {
+        return Err(jumped);
+    };
+    if let Some(e) = skew_error(&reading, core.settings.max_skew_ms) {
+        core.note_skew(reading.skew_ms());
+        tracing::warn!(error = %e, "clock skew against the registry; no bound written");
+        return Err(e);
+    }
+    tracing::info!(
+        skew_ms = reading.skew_ms(),
+        "the local clock moved against the registry's last reading, and a fresh reading agrees: \
+         issuing goes on by it"
+    );
+    core.keep_clock_ref(&reading);
     Ok(())
 }
 

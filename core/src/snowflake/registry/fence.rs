@@ -36,7 +36,10 @@
 //!    the monotonic clock, which never runs ahead of the registry's own) plus the
 //!    **reach**: its lookahead + its `max_skew` + 1 s (`Core::capped`). A holder in step
 //!    with the registry never meets that cap: its clock is within the skew, checked
-//!    before every write. A newcomer whose floor is not recorded (see [`floor_recorded`])
+//!    before every write. Where the clock and that carried-forward reading differ by
+//!    more (a clock stepped, or a paused VM whose pause the monotonic clock missed),
+//!    the holder renews the bound it already persisted, raising nothing, and goes on
+//!    only if the registry's clock read with it agrees (`confirm_clock`). A newcomer whose floor is not recorded (see [`floor_recorded`])
 //!    floors the lease at the registry's clock, read after it found the record missing,
 //!    plus the reach (`generator/session.rs`). Every bound written before that reading is
 //!    below the floor, and every write after it fails by rule 1 (the record the holder

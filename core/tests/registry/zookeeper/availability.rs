@@ -23,6 +23,8 @@ use leafid::snowflake::registry::zk_client::{Acl, Client, CreateMode, Op};
 use leafid::{Error, SnowflakeGenerator};
 
 use crate::support::delay_proxy::DelayProxy;
+use crate::support::faketime;
+use crate::support::own_zookeeper::OwnZookeeper;
 use crate::support::self_exec::test_name;
 
 /// A first id slower than this is a stall: before the fix a new identity, a fresh pool
@@ -84,10 +86,15 @@ fn build(url: &str, cache: &std::path::Path) -> leafid::Result<SnowflakeGenerato
 }
 
 fn zk<T>(f: impl AsyncFnOnce(&Client) -> T) -> T {
+    zk_at(&zk_addr(), f)
+}
+
+/// [`zk`] on the ZooKeeper at `connect`.
+fn zk_at<T>(connect: &str, f: impl AsyncFnOnce(&Client) -> T) -> T {
     tokio::runtime::Runtime::new()
         .unwrap()
         .block_on(async move {
-            let c = Client::connect(&zk_addr(), Duration::from_secs(6), Duration::from_secs(3))
+            let c = Client::connect(connect, Duration::from_secs(6), Duration::from_secs(3))
                 .await
                 .unwrap();
             f(&c).await
@@ -99,8 +106,13 @@ fn zk<T>(f: impl AsyncFnOnce(&Client) -> T) -> T {
 /// clock, and its ids' time part does not lead (`generator/lead.rs`), so the whole
 /// lookahead is room to ride an outage through.
 fn seed(kind: Kind, name: &str, ip: &str) {
+    seed_at(&zk_addr(), kind, name, ip)
+}
+
+/// [`seed`] on the ZooKeeper at `connect`.
+fn seed_at(connect: &str, kind: Kind, name: &str, ip: &str) {
     let bound = now_ms() - 10_000;
-    zk(async |c: &Client| match kind {
+    zk_at(connect, async |c: &Client| match kind {
         Kind::Forever => {
             c.mkdir(&format!("/snowflake/{name}/forever"))
                 .await
@@ -483,6 +495,56 @@ fn spawn_holder(url: &str, cache: &std::path::Path) -> (Child, u32, i64) {
         }
     }
     panic!("the child exited without reporting a worker id");
+}
+
+/// Entry point of a child process run under libfaketime (`support/faketime.rs`), with
+/// its ZooKeeper's clock following the same file: holds `URL_VAR` with this file's
+/// settings, issues an id, then steps both clocks 10 s ahead, as a VM pause the
+/// monotonic clock did not count leaves the holder's clock once NTP steps it, with
+/// ZooKeeper's clock agreeing. Prints `LEAFID-CHILD ` and
+/// [`faketime::ids_after_a_step`]'s report.
+#[test]
+#[ignore = "child process entry point, started by the test below"]
+fn clock_step_child_entry() {
+    let url = std::env::var(URL_VAR).expect("started as a child with LEAFID_TEST_AVAIL_URL");
+    let cache = std::env::var(CACHE_VAR).expect("LEAFID_TEST_AVAIL_CACHE");
+    let g = build(&url, std::path::Path::new(&cache)).unwrap();
+    let first = g.next_id().unwrap();
+    faketime::step(10);
+    println!("LEAFID-CHILD {}", faketime::ids_after_a_step(&g, first));
+    g.close();
+}
+
+/// Review of issue 30: a holder paused longer than `max_skew` + 1 s by something the
+/// monotonic clock does not count (a VM paused, then its clock stepped by NTP), well
+/// within its session. Its clock agrees with ZooKeeper's, but not with ZooKeeper's last
+/// reading carried forward by the monotonic clock, so the clock check tripped, and it
+/// returned before the renew that could bring a fresh reading: no id until a restart.
+/// Now a tripped check renews the bound already persisted and decides on ZooKeeper's
+/// clock read with it: ids come again with the next heartbeat. A ZooKeeper of the
+/// test's own, under libfaketime like the holder (the shared one's clock stays put).
+#[test]
+fn zookeeper_holder_issues_again_soon_after_a_pause_the_monotonic_clock_missed() {
+    let clock = tempfile::tempdir().unwrap();
+    let offset = clock.path().join("offset");
+    let zk = OwnZookeeper::start(|c| faketime::follow(c, &offset));
+    // A recorded identity: its ids do not lead the clock, so the step takes the clock
+    // past the bound at once and only a renew lets it issue again.
+    let (name, ip) = (unique("step"), "10.33.0.2");
+    seed_at(&zk.addr, Kind::Recycle, &name, ip);
+    let cache = tempfile::tempdir().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap());
+    child
+        .args([
+            "--ignored",
+            "--exact",
+            test_name(module_path!(), "clock_step_child_entry").as_str(),
+            "--nocapture",
+        ])
+        .env(URL_VAR, url(Kind::Recycle, &zk.addr, &name, ip))
+        .env(CACHE_VAR, cache.path());
+    faketime::follow(&mut child, &offset);
+    faketime::assert_ids_come_again(child);
 }
 
 /// A process restarted right after a SIGKILL, on the same identity and cache directory

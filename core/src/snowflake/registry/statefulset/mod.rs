@@ -121,7 +121,8 @@ pub struct StatefulsetRegistry {
     cover: Arc<Mutex<i64>>,
     /// A renew is running on a blocking thread (perhaps long after its caller gave up).
     busy: Arc<AtomicBool>,
-    /// This node's clock at an acquire that found no bound, for the generator's floor.
+    /// This node's clock at the last acquire or renew, for the generator's floor and its
+    /// clock check.
     reading: Mutex<Option<ClockReading>>,
 }
 
@@ -229,7 +230,8 @@ impl StatefulsetRegistry {
         })
     }
 
-    /// The node's clock now, the reading the generator floors on at every acquire.
+    /// The node's clock now: the reading the generator floors on at every acquire, and
+    /// checks its clock against at every renew.
     fn read_clock(&self) {
         let now = system_now_ms();
         *self.reading.lock().unwrap_or_else(|p| p.into_inner()) = Some(ClockReading {
@@ -472,7 +474,14 @@ impl WorkerRegistry for StatefulsetRegistry {
     }
 
     fn renew<'a>(&'a self, lease: &'a Lease, bound_ms: i64) -> BoxFuture<'a, Result<()>> {
-        Box::pin(self.write(lease, bound_ms))
+        Box::pin(async move {
+            self.write(lease, bound_ms).await?;
+            // A reading with every renew, as with every other clock: the generator checks
+            // its clock against the last one, so a step of this node's clock (NTP after a
+            // paused VM) is measured against the node's clock now, not at the acquire.
+            self.read_clock();
+            Ok(())
+        })
     }
 
     fn release<'a>(&'a self, _lease: &'a Lease) -> BoxFuture<'a, Result<()>> {

@@ -278,7 +278,7 @@ async fn hold(
     // A recorded floor leads this host's clock by at most the reach of its writer, which
     // may have had the longest lookahead where the registry's clock caps it (a lookahead
     // lowered since must not refuse the restart); further ahead, this clock was set back.
-    // (`statefulset`, which never leads, waits at most `startup_wait` as it always did.)
+    // (`statefulset`, `fixed` and `local`, which never lead, wait at most `startup_wait`.)
     let usual = if registry.clock_is_local() {
         0
     } else if core.registry_now_ms().is_none() {
@@ -291,9 +291,9 @@ async fn hold(
     }
     let floor = recorded.max(skew_floor.unwrap_or(i64::MIN));
     if registry.clock_is_local() {
-        // Readings of this host's own clock (`statefulset`): no cap holds across hosts,
-        // so the ids never lead the clock; wait for it (at most the skew plus 1 s past
-        // a floor with no record, at most `startup_wait` past a recorded one).
+        // Records by this host's own clock (`WorkerRegistry::clock_is_local`): the ids
+        // never lead the clock; wait for it (at most the skew plus 1 s past a floor with
+        // no record, at most `startup_wait` past a recorded one).
         while core.clock.real_millis() <= floor {
             sleep_on_clock(core, (floor - core.clock.real_millis() + 1).max(1) as u64).await?;
         }

@@ -179,10 +179,13 @@ pub struct ServeArgs {
     #[arg(long, env = "LEAFID_SNOWFLAKE", hide_env_values = true)]
     pub snowflake: Option<String>,
     /// Seconds each snowflake bound the registry holds reaches ahead of the clock: how
-    /// long snowflake ids keep coming through a registry outage (65 by default; at most
-    /// 300, and more than the 3 s heartbeat). A new worker id's first ids lead the clock
-    /// by about this much, and shutdown waits for the clock to pass them on the layouts
-    /// Java Leaf shares. Every holder of one identity must use the same value.
+    /// long snowflake ids keep coming through a registry outage (default 65 on networked
+    /// registries, 6 on `fixed:`, `local:` and `statefulset:`; at most 300, and more than
+    /// the 3 s heartbeat). On networked registries a new worker id's first ids lead the
+    /// clock by about this much, and on Leaf's layouts (`zookeeper://`,
+    /// `mysql://?port=`) shutdown waits for the clock to pass them: give a stop
+    /// --shutdown-timeout + 6 + this + 6 seconds. Elsewhere a restart after a crash waits
+    /// up to this long. Every holder of one identity should use the same value.
     #[arg(long, env = "LEAFID_LOOKAHEAD",
           value_parser = value_parser!(u64).range(1..=leafid::snowflake::MAX_LOOKAHEAD.as_secs()))]
     pub lookahead: Option<u64>,

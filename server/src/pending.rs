@@ -26,14 +26,28 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
 /// start: the core's `Unavailable` group, the failures that end without the operator
 /// (a store or registry down, refusing, silent; a worker id held by another holder, as
 /// a predecessor killed a moment ago whose session or lease has not expired yet; a
-/// pool full). Anything else (a bad URL or option, access denied, a missing table, a
-/// clock out of step with the registry, a malformed record) needs the operator: start
-/// ends with its message. So does a local file that cannot be read or written (`Io`,
+/// pool full; a worker's floor ahead of the clock by no more than any holder's reach).
+/// Anything else (a bad URL or option, access denied, a missing table, a clock out of
+/// step with the registry, a malformed record) needs the operator: start ends with its
+/// message. So does a local file that cannot be read or written (`Io`,
 /// which the core counts as unavailable): a path or its permissions are the operator's
 /// to fix.
 pub fn retried(e: &Error) -> bool {
-    e.kind() == ErrorKind::Unavailable && !matches!(e, Error::Io { .. })
+    match e {
+        // A floor ahead of the clock within the longest reach any holder may leave (a
+        // predecessor with a longer lookahead, or crashed): the clock passes it, so the
+        // server waits in the background (its segment API up) instead of exiting. Further
+        // ahead, the clock was set back: the operator's to fix.
+        Error::ClockBehindRegistry { behind_ms, .. } => *behind_ms <= LONGEST_REACH_MS,
+        _ => e.kind() == ErrorKind::Unavailable && !matches!(e, Error::Io { .. }),
+    }
 }
+
+/// The furthest ahead of the clock a bound of any holder may be: the longest lookahead,
+/// the default skew allowance, and 1 s (fence rule 5's reach).
+const LONGEST_REACH_MS: i64 = (leafid::snowflake::MAX_LOOKAHEAD.as_millis()
+    + leafid::snowflake::DEFAULT_MAX_SKEW.as_millis()
+    + 1_000) as i64;
 
 /// A mode's generator, filled once made.
 #[derive(Debug)]
@@ -189,5 +203,15 @@ mod tests {
             source_desc: "ZooKeeper".into(),
         };
         assert!(!retried(&skew), "fixing NTP is the operator's part");
+        // Review of this session: a floor a predecessor with a longer lookahead left
+        // ahead of the clock passes in time; `leafid serve` exited on it (its segment API
+        // too) and a service manager restarted it until it did.
+        let behind = |behind_ms| Error::ClockBehindRegistry {
+            worker_id: 7,
+            last_ms: 0,
+            behind_ms,
+        };
+        assert!(retried(&behind(240_000)), "a longer lookahead's floor");
+        assert!(!retried(&behind(3_600_000)), "a clock set back an hour");
     }
 }

@@ -433,6 +433,35 @@ fn fixed_waits_for_a_floor_ahead_of_the_clock_and_never_leads_it() {
     gen.close();
 }
 
+/// Review of this session: a `fixed:` restart after a crash with a lookahead over 10 s
+/// (the bound it left is up to that far ahead) was refused with `ClockBehindRegistry`
+/// once `fixed:` stopped leading; it waits for the bound instead.
+#[test]
+fn fixed_restart_waits_for_a_crash_bound_as_far_ahead_as_its_lookahead() {
+    let dir = tempfile::tempdir().unwrap();
+    WorkerCache::new(dir.path(), "fixed-15")
+        .write(CacheEntry {
+            worker_id: 15,
+            bound_ms: T + 28_000,
+        })
+        .unwrap();
+    let clock = ManualClock::new(T);
+    let gen = SnowflakeGenerator::builder()
+        .registry(RegistryConfig::Fixed(15))
+        .clock(clock.clone())
+        .cache_dir(dir.path())
+        .lookahead(Duration::from_secs(30))
+        .build_blocking()
+        .expect("a restart within the lookahead's reach waits, never refused");
+    let first = gen.decode(gen.next_id().unwrap()).timestamp_ms;
+    assert!(first > T + 28_000, "an id at {first}, below the bound");
+    assert!(
+        first <= leafid::Clock::now_millis(&*clock),
+        "the id leads the clock"
+    );
+    gen.close();
+}
+
 #[test]
 fn startup_refuses_a_clock_far_behind_the_cached_bound() {
     let dir = tempfile::tempdir().unwrap();
@@ -467,9 +496,9 @@ fn startup_refuses_a_clock_far_behind_the_cached_bound() {
         }
         other => panic!("expected ClockBehindRegistry, got {other:?}"),
     }
-    // `fixed:` never leads the clock, so its bound is at most its lookahead (6 s here)
-    // ahead of it, and a start waits for it at most `startup_wait` (10 s); 90 s is a
-    // clock set back. A longer start-up allowance lets it through: it waits for the clock
+    // `fixed:` never leads the clock, so its bound is at most its reach (the lookahead,
+    // 6 s here, plus the skew, 5 s, and 1 s) ahead of it, and a start waits for it at
+    // most that plus `startup_wait` (10 s); 90 s is a clock set back. A longer start-up allowance lets it through: it waits for the clock
     // (a manual one here), and the first id is above the bound.
     let gen = SnowflakeGenerator::builder()
         .registry(RegistryConfig::Fixed(18))

@@ -278,10 +278,9 @@ async fn hold(
     // A recorded floor leads this host's clock by at most the reach of its writer, which
     // may have had the longest lookahead where the registry's clock caps it (a lookahead
     // lowered since must not refuse the restart); further ahead, this clock was set back.
-    // (`statefulset`, `fixed` and `local`, which never lead, wait at most `startup_wait`.)
-    let usual = if registry.clock_is_local() {
-        0
-    } else if core.registry_now_ms().is_none() {
+    // Registries that never lead (`clock_is_local`) or have no clock leave a bound up to
+    // their reach ahead at a crash: a restart waits for it (below), never refused.
+    let usual = if registry.clock_is_local() || core.registry_now_ms().is_none() {
         core.reach_ms()
     } else {
         MAX_LOOKAHEAD.as_millis() as i64 + core.settings.max_skew_ms + SKEW_SLACK_MS

@@ -58,9 +58,70 @@ pub(crate) fn host_port(host: &str, port: u16) -> String {
     }
 }
 
+/// Refuses `url`, which asks for TLS (`asks`: its parameter, `ssl-mode=REQUIRED`), in a
+/// build without the `tls` feature: before any I/O and as configuration. sqlx would fail
+/// every connection with a TLS error that leafid counts as an outage, so a store or
+/// registry that requires TLS looked down forever ("retry once it is back").
+#[cfg(all(any(feature = "mysql", feature = "postgres"), not(feature = "tls")))]
+pub(crate) fn tls_left_out(url: &str, asks: &str) -> crate::error::Error {
+    crate::error::Error::invalid_url(
+        url,
+        format_args!(
+            "{asks} asks for TLS, which this build of leafid leaves out (the `tls` Cargo \
+             feature; the prebuilt wheel, npm package and `leafid` binary are built without \
+             it): build leafid with the `tls` feature, or connect without TLS"
+        ),
+    )
+}
+
 #[cfg(all(test, any(feature = "mysql", feature = "postgres")))]
 mod tests {
     use super::*;
+
+    /// Review of this session: a URL that requires TLS, in a build without TLS, is a
+    /// configuration error before any I/O, not an outage retried forever.
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn a_url_that_requires_tls_is_refused_as_configuration_in_a_build_without_it() {
+        let mut urls = Vec::new();
+        #[cfg(feature = "mysql")]
+        urls.extend(
+            ["REQUIRED", "VERIFY_CA", "VERIFY_IDENTITY"]
+                .map(|m| format!("mysql://u:pw@127.0.0.1:3306/leaf?ssl-mode={m}")),
+        );
+        #[cfg(feature = "postgres")]
+        urls.extend(
+            ["require", "verify-ca", "verify-full"]
+                .map(|m| format!("postgres://u:pw@127.0.0.1:5432/leaf?sslmode={m}")),
+        );
+        for url in urls {
+            let e = if url.starts_with("mysql") {
+                #[cfg(feature = "mysql")]
+                {
+                    mysql::connect_options(&url, "mysql://…")
+                        .map(|_| ())
+                        .unwrap_err()
+                }
+                #[cfg(not(feature = "mysql"))]
+                unreachable!()
+            } else {
+                #[cfg(feature = "postgres")]
+                {
+                    postgres::connect_options(&url).map(|_| ()).unwrap_err()
+                }
+                #[cfg(not(feature = "postgres"))]
+                unreachable!()
+            };
+            assert_eq!(e.kind(), crate::ErrorKind::Config, "{url}: {e}");
+            assert!(e.to_string().contains("`tls` Cargo feature"), "{e}");
+            assert!(!e.to_string().contains("pw"), "a password shown: {e}");
+        }
+        // Preferred TLS (the drivers' default) still connects in clear when it must.
+        #[cfg(feature = "mysql")]
+        assert!(mysql::connect_options("mysql://u:pw@h/leaf?ssl-mode=PREFERRED", "").is_ok());
+        #[cfg(feature = "postgres")]
+        assert!(postgres::connect_options("postgres://u:pw@h/leaf?sslmode=prefer").is_ok());
+    }
 
     #[test]
     fn an_ipv6_literal_loses_its_brackets_for_the_resolver_and_keeps_them_in_names() {

@@ -73,6 +73,19 @@ pub(crate) fn connect_options(url: &str, expected: &str) -> Result<MySqlConnectO
     }
     let options = MySqlConnectOptions::from_str(&normalized)
         .map_err(|e| Error::invalid_url(url, format!("{e}; expected {expected}")))?;
+    #[cfg(not(feature = "tls"))]
+    {
+        use sqlx::mysql::MySqlSslMode;
+        let asks = match options.get_ssl_mode() {
+            MySqlSslMode::Required => Some("ssl-mode=REQUIRED"),
+            MySqlSslMode::VerifyCa => Some("ssl-mode=VERIFY_CA"),
+            MySqlSslMode::VerifyIdentity => Some("ssl-mode=VERIFY_IDENTITY"),
+            _ => None,
+        };
+        if let Some(asks) = asks {
+            return Err(super::tls_left_out(url, asks));
+        }
+    }
     // `[::1]` to `::1`: sqlx would resolve the brackets (see `db::unbracketed`).
     let host = super::unbracketed(options.get_host()).to_string();
     Ok(options.host(&host))

@@ -85,6 +85,19 @@ pub(crate) fn connect_options(url: &str) -> Result<PgConnectOptions> {
             format!("{e}; expected postgres://user:password@host:port/database[?sslmode=require]"),
         )
     })?;
+    #[cfg(not(feature = "tls"))]
+    {
+        use sqlx::postgres::PgSslMode;
+        let asks = match options.get_ssl_mode() {
+            PgSslMode::Require => Some("sslmode=require"),
+            PgSslMode::VerifyCa => Some("sslmode=verify-ca"),
+            PgSslMode::VerifyFull => Some("sslmode=verify-full"),
+            _ => None,
+        };
+        if let Some(asks) = asks {
+            return Err(super::tls_left_out(url, asks));
+        }
+    }
     // `[::1]` to `::1`: sqlx would resolve the brackets (see `db::unbracketed`).
     let host = super::unbracketed(options.get_host()).to_string();
     // PgBouncer refuses a startup parameter it does not track; leafid reads no floats.
@@ -334,7 +347,7 @@ mod tests {
         assert!(matches!(e, Error::InvalidUrl { .. }), "{e}");
         assert!(!format!("{e} {e:?}").contains("4711"), "{e}");
         for url in [
-            "postgres://app:s3cr3t@127.0.0.1:5432/leafid?sslmode=require",
+            "postgres://app:s3cr3t@127.0.0.1:5432/leafid?sslmode=prefer",
             "postgresql://app:s3cr3t@127.0.0.1/leafid",
         ] {
             let o = connect_options(url).unwrap();

@@ -118,13 +118,29 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
     if let Some(gen) = snowflake.as_ref().and_then(|slot| slot.get()) {
         let released = gen.close_async().await;
         tracing::info!(released, "snowflake generator closed");
-        // Then `close` (the release is done: only its wait is left): on the layouts a
-        // Java Leaf or fork server shares (`zookeeper://`, `mysql://?port=`) it waits
-        // until the clock has passed the last id, so such a server started on this
-        // identity once this process has exited never issues those ids again (a new
-        // worker id's ids lead the clock for a while: up to lookahead + max_skew + 1 s).
-        let gen = gen.clone();
-        let _ = tokio::task::spawn_blocking(move || gen.close()).await;
+        // On the layouts a Java Leaf or fork server shares (`zookeeper://`,
+        // `mysql://?port=`), wait until the clock has passed the last id, so such a server
+        // started on this identity once this process has exited never issues those ids
+        // again (a new worker id's ids lead the clock for a while: up to lookahead +
+        // max_skew + 1 s). A second SIGTERM or SIGINT cuts the wait short.
+        let lead = gen.lead_left();
+        if !lead.is_zero() {
+            tracing::info!(
+                lead_ms = lead.as_millis() as u64,
+                "the last ids lead the clock: waiting until the clock passes them, so that a \
+                 Java Leaf or fork server started on this identity next never issues them \
+                 again (a second signal stops waiting)"
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(lead) => {}
+                _ = shutdown_signal() => tracing::warn!(
+                    left_ms = gen.lead_left().as_millis() as u64,
+                    "second signal: exiting before the clock has passed the last id; start a \
+                     Java Leaf or fork server on this identity only once it has \
+                     (`leafid decode` the last id)"
+                ),
+            }
+        }
     }
     if let Some(gen) = segment.as_ref().and_then(|slot| slot.get()) {
         gen.close();

@@ -344,6 +344,41 @@ fn sigterm_on_leafs_layout_exits_once_the_clock_has_passed_the_last_id() {
     );
 }
 
+/// Review of this session: a second SIGTERM during that wait exits at once (the
+/// operator chose to; the log says when a Java server may start). Before, the second
+/// signal was ignored until the whole lead had passed.
+#[test]
+fn a_second_sigterm_cuts_the_wait_for_the_clock_short() {
+    let url = format!(
+        "zookeeper://{}/{}?ip=10.99.0.2&port=9102",
+        zk(),
+        fresh("srvlead2")
+    );
+    let mut server = Server::start(&["--snowflake", &url, "--lookahead", "4"]);
+    let (status, _, body) = server.get("/api/snowflake/get/x");
+    assert_eq!(status, 200, "{body}");
+    let pid = server.pid() as libc::pid_t;
+    let twice = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1_500));
+        // SAFETY: kill(2) on the test's own child; no memory is involved.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    });
+    // The first SIGTERM; the lead is about 10 s, so an exit within 6 s is the second's.
+    let stopped = server.stop_within(Duration::from_secs(6));
+    twice.join().unwrap();
+    let (clean, took) = stopped.expect("the second SIGTERM did not end the wait");
+    assert!(clean, "not a clean exit");
+    assert!(
+        took >= Duration::from_millis(1_500),
+        "exited before the second signal: {took:?}"
+    );
+    let log: Vec<String> = server.log.try_iter().collect();
+    assert!(
+        log.iter().any(|l| l.contains("second signal")),
+        "the log does not say the wait was cut short: {log:?}"
+    );
+}
+
 #[test]
 fn leaf_properties_run_both_modes() {
     // The services' MySQL URL in Leaf's JDBC form.

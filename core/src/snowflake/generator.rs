@@ -378,6 +378,15 @@ impl SnowflakeGenerator {
         runtime::run(core.released_within(DEFAULT_CLOSE_WAIT))
     }
 
+    /// After a close, on the layouts a Java Leaf or fork server shares (`zookeeper://`,
+    /// `mysql://?port=`): how long until the clock passes the last id issued, the wait
+    /// [`close`](Self::close) adds. Zero before a close, on other layouts, and once the
+    /// clock has passed it. For callers that wait for it their own way (`leafid serve`
+    /// waits asynchronously, and a second signal cuts the wait short).
+    pub fn lead_left(&self) -> Duration {
+        self.inner.core.lead_left()
+    }
+
     /// `n` fresh ids in increasing order (see [`fill`](Self::fill)).
     pub fn next_ids(&self, n: usize) -> Result<Vec<i64>> {
         let n = crate::limits::batch(n as u64)?;

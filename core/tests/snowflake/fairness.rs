@@ -136,8 +136,9 @@ fn a_never_waiting_batch_holds_its_caller_a_few_milliseconds_at_most() {
         worst = worst.max(t.elapsed());
     }
     println!("next_ids_now({max}): at most {worst:?} over 20 calls");
-    // Generous (a loaded CI machine); the unbounded batch took hundreds of ms.
-    assert!(worst < Duration::from_millis(100), "{worst:?}");
+    // Generous (a loaded CI machine: this suite runs six test threads on two cores
+    // beside the release builds); the unbounded batch took 256 ms and more.
+    assert!(worst < Duration::from_millis(200), "{worst:?}");
     sf.close();
 }
 

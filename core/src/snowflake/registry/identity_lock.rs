@@ -236,7 +236,9 @@ mod tests {
     /// [`holder_pid`] is best effort (a scan of /proc while other tests' threads open,
     /// close and fork descriptors): found within a few tries (CI missed it once in one).
     fn holder_found(id: &str) -> Option<u32> {
-        (0..5).find_map(|_| {
+        // Retried up to 1 s: the scan of every process's fds can miss on a loaded machine
+        // (it missed once in CI with 5 tries of 20 ms).
+        (0..50).find_map(|_| {
             holder_pid(id).or_else(|| {
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 None

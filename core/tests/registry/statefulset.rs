@@ -254,17 +254,25 @@ fn ids_stay_unique_across_restarts_on_a_fresh_node_with_a_clock_behind() {
     first.close();
 
     // Rescheduled: a new node, a fresh cache directory, only the volume kept, and a
-    // clock 5 s behind the one the first pod issued with. The floor in the volume
-    // refuses it (a generator that kept its floor in the cache alone would reissue).
+    // clock behind the one the first pod issued with. The floor in the volume holds it
+    // back (a generator that kept its floor in the cache alone would reissue): 5 s
+    // behind, within the reach a crashed pod's bound may lead its clock, it waits for
+    // the floor (a manual clock moves when slept on) and starts above it; 200 s behind,
+    // past any reach (a custom registry's lookahead is the networked default, 65 s), it
+    // is refused.
     let fresh_cache = tempfile::tempdir().unwrap();
-    let behind = ManualClock::new(last_ms - 5_000);
-    let refused = SnowflakeGenerator::builder()
-        .custom_registry(Arc::new(StatefulsetRegistry::new(config.clone()).unwrap()))
-        .cache_dir(fresh_cache.path())
-        .clock(behind)
-        .startup_wait(Duration::ZERO)
-        .build_blocking();
-    match refused {
+    let on_a_clock_behind = |by: i64| {
+        SnowflakeGenerator::builder()
+            .custom_registry(Arc::new(StatefulsetRegistry::new(config.clone()).unwrap()))
+            .cache_dir(fresh_cache.path())
+            .clock(ManualClock::new(last_ms - by))
+            .startup_wait(Duration::ZERO)
+            .build_blocking()
+    };
+    let waited = on_a_clock_behind(5_000).unwrap();
+    assert!(waited.decode(waited.next_id().unwrap()).timestamp_ms > last_ms);
+    waited.close();
+    match on_a_clock_behind(200_000) {
         Err(Error::ClockBehindRegistry { last_ms: floor, .. }) => assert!(floor >= last_ms),
         other => panic!("{:?}", other.map(|g| g.worker_id())),
     }

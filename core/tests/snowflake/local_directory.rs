@@ -5,7 +5,6 @@
 //! again).
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leafid::snowflake::LEAF_EPOCH_MS;

@@ -457,7 +457,11 @@ async fn confirm_clock(core: &Core, session: &Session, st: &LeaseState) -> Resul
         return Ok(());
     };
     // No bound of this lease persisted yet: the reading its acquire took is the fresh one.
-    if st.persisted == i64::MIN {
+    // On a layout a Java Leaf or fork server shares, a renew also rewrites the stamp that
+    // server reads (`fence::foreign_timestamp`, from this suspect clock): a clock set back
+    // would lower it below ids already issued, and such a server started next would
+    // issue them again. There nothing is written until the clock agrees again.
+    if st.persisted == i64::MIN || session.registry.shared_with_foreign_servers() {
         tracing::warn!(error = %jumped, "clock skew against the registry; no bound written");
         return Err(jumped);
     }

@@ -39,7 +39,9 @@
 //!    before every write. Where the clock and that carried-forward reading differ by
 //!    more (a clock stepped, or a paused VM whose pause the monotonic clock missed),
 //!    the holder renews the bound it already persisted, raising nothing, and goes on
-//!    only if the registry's clock read with it agrees (`confirm_clock`). A newcomer whose floor is not recorded (see [`floor_recorded`])
+//!    only if the registry's clock read with it agrees (`confirm_clock`; not on layouts a
+//!    Java Leaf or fork server shares, where that renew would rewrite their stamp from
+//!    the suspect clock: there the holder stops until the clock agrees again). A newcomer whose floor is not recorded (see [`floor_recorded`])
 //!    floors the lease at the registry's clock, read after it found the record missing,
 //!    plus the reach (`generator/session.rs`). Every bound written before that reading is
 //!    below the floor, and every write after it fails by rule 1 (the record the holder

@@ -133,6 +133,17 @@ fn ids_never_overlap_a_java_leaf_server_on_the_same_table() {
             })
         })
     };
+    // The Java side connects on its own thread; on a loaded machine leafid's 200 000
+    // ids could all be issued before its first allocation, proving nothing. Start
+    // leafid only once Leaf has taken a range, so the two interleave.
+    let started = Instant::now();
+    while leaf_ranges.lock().unwrap().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the Java-side loop never allocated"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let ids = gen.next_ids(&tag, 200_000).unwrap();
     stop.store(true, Ordering::Relaxed);
     java.join().unwrap();

@@ -385,7 +385,11 @@ fn http10_batches_come_with_a_length_or_are_refused_when_they_would_stream() {
 
 /// Asks for a maximal batch and reads it at about 20 KB/s until the server closes or
 /// `limit` passes: the bytes read, and whether the server closed.
-fn read_slowly(addr: SocketAddr, limit: Duration) -> (Vec<u8>, bool) {
+fn read_slowly(
+    addr: SocketAddr,
+    limit: Duration,
+    serving: std::sync::mpsc::Sender<()>,
+) -> (Vec<u8>, bool) {
     let max = leafid::limits::MAX_BATCH;
     let mut s = unread(addr, &format!("/api/snowflake/get/x?count={max}"));
     s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -394,7 +398,12 @@ fn read_slowly(addr: SocketAddr, limit: Duration) -> (Vec<u8>, bool) {
     while start.elapsed() < limit {
         match s.read(&mut buf) {
             Ok(0) | Err(_) => return (got, true),
-            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Ok(n) => {
+                if got.is_empty() {
+                    let _ = serving.send(());
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -416,12 +425,22 @@ fn steady_slow_readers_are_cut_at_the_response_timeout_and_health_is_answered_be
         ],
     );
     let at = addr(&server);
+    let (serving, answered) = std::sync::mpsc::channel();
     let readers: Vec<_> = (0..2)
-        .map(|_| std::thread::spawn(move || read_slowly(at, Duration::from_secs(8))))
+        .map(|_| {
+            let serving = serving.clone();
+            std::thread::spawn(move || read_slowly(at, Duration::from_secs(8), serving))
+        })
         .collect();
-    std::thread::sleep(Duration::from_millis(500));
-    let health = request(at, "/health");
+    // Both slots are taken once both readers have their first bytes; a fixed sleep
+    // was too short on a loaded machine, and `other` then got a free slot.
+    for _ in 0..2 {
+        answered
+            .recv_timeout(Duration::from_secs(5))
+            .expect("a slow reader got no answer within 5 s");
+    }
     let other = request(at, "/api/snowflake/get/x");
+    let health = request(at, "/health");
     for reader in readers {
         let (got, closed) = reader.join().unwrap();
         assert!(

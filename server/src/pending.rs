@@ -117,12 +117,22 @@ pub struct Maker<F> {
     pub why: fn(&Error) -> String,
 }
 
-/// Makes the generator: returns at once with a filled slot, or, when the error is
-/// [`retried`], with an empty slot and a task that keeps trying (every attempt 0.5 to
-/// 5 s after the one before, with jitter) until it succeeds; any other error is
-/// returned. Later attempts retry every error: a store or registry that comes back
-/// misconfigured is logged at each one, and the operator's fix is picked up without a
-/// restart.
+/// How long the start waits for a mode's first attempt before it listens without the
+/// generator: longer than a usual start (round trips and at most the 1.5 s watch of
+/// Leaf's layouts), shorter than what may hang a first attempt (a registry or store
+/// that accepts connections and never answers, until its connect timeout; a `fixed:`,
+/// `local:` or `statefulset:` restart after a crash, which waits up to its lookahead
+/// for its floor). Meanwhile the mode answers Leaf's error at once, as for an outage.
+pub const FIRST_ATTEMPT_WAIT: Duration = Duration::from_secs(3);
+
+/// Makes the generator. Returns with a filled slot when the first attempt succeeds
+/// within [`FIRST_ATTEMPT_WAIT`]; with an empty slot and the task that goes on when
+/// that attempt fails with an error [`retried`] or is still running then (the task
+/// finishes it, then tries again every 0.5 to 5 s, with jitter, until it succeeds);
+/// with the error when the first attempt ends in time with any other. Attempts that
+/// end after the start has gone on retry every error: a store or registry that comes
+/// back misconfigured is logged at each one, and the operator's fix is picked up
+/// without a restart.
 pub async fn start<G, F, Fut>(
     maker: Maker<F>,
 ) -> Result<(Pending<G>, Option<JoinHandle<()>>), Error>
@@ -132,23 +142,85 @@ where
     Fut: Future<Output = Result<G, Error>> + Send + 'static,
 {
     let slot = Pending::default();
-    match (maker.make)().await {
-        Ok(gen) => {
-            let _ = slot.generator.set(gen);
+    slot.fail(format!(
+        "{}: the first attempt has not answered yet",
+        maker.what
+    ));
+    // One task makes every attempt, the first included, so aborting it at shutdown
+    // stops them all: a generator made meanwhile is in the slot, never left running.
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    let what = maker.what.clone();
+    let task = tokio::spawn(attempts(maker, slot.clone(), first_tx));
+    match tokio::time::timeout(FIRST_ATTEMPT_WAIT, first_rx).await {
+        Ok(Ok(Ok(()))) => {
+            let _ = task.await;
             Ok((slot, None))
         }
-        Err(e) if retried(&e) => {
-            let why = (maker.why)(&e);
+        Ok(Ok(Err(e))) if retried(&e) => {
             tracing::warn!(
-                "{} at start: {why}; retrying in the background (0.5 to 5 s apart); \
+                "{what} at start: {}; retrying in the background (0.5 to 5 s apart); \
                  meanwhile its id requests get Leaf's error at once and /health is 503",
-                maker.what
+                slot.waiting_on().unwrap_or_default()
             );
-            slot.fail(why);
-            let task = tokio::spawn(retry(maker, slot.clone()));
             Ok((slot, Some(task)))
         }
-        Err(e) => Err(e),
+        Ok(Ok(Err(e))) => {
+            let _ = task.await;
+            Err(e)
+        }
+        // The task dropped its sender without sending: it panicked.
+        Ok(Err(_)) => match task.await {
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            _ => unreachable!("the attempts task ends only after reporting the first"),
+        },
+        Err(_) => {
+            tracing::warn!(
+                "{what}: no answer to the first attempt within {} s; listening without it, \
+                 its id requests get Leaf's error at once and /health is 503 until it is made",
+                FIRST_ATTEMPT_WAIT.as_secs()
+            );
+            Ok((slot, Some(task)))
+        }
+    }
+}
+
+/// Makes the first attempt and reports it to the start (or, once the start has gone
+/// on, logs it); then, unless it succeeded or the start ends on its error, retries.
+async fn attempts<G, F, Fut>(
+    maker: Maker<F>,
+    slot: Pending<G>,
+    first: tokio::sync::oneshot::Sender<Result<(), Error>>,
+) where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<G, Error>>,
+{
+    let outcome = match (maker.make)().await {
+        Ok(gen) => {
+            let _ = slot.generator.set(gen);
+            Ok(())
+        }
+        Err(e) => {
+            slot.fail((maker.why)(&e));
+            Err(e)
+        }
+    };
+    let ends_the_start = matches!(&outcome, Err(e) if !retried(e));
+    match first.send(outcome) {
+        Ok(()) if ends_the_start => return,
+        Ok(()) => {}
+        // The start went on without waiting for this answer.
+        Err(Ok(())) => {
+            tracing::info!("{} ready: its mode issues ids", maker.what);
+            return;
+        }
+        Err(Err(e)) => tracing::warn!(
+            "{} at start: {}; retrying in the background (0.5 to 5 s apart)",
+            maker.what,
+            (maker.why)(&e)
+        ),
+    }
+    if slot.get().is_none() {
+        retry(maker, slot).await;
     }
 }
 

@@ -1,10 +1,11 @@
 //! The snowflake generator of `leafid serve`: built at start, or, when its worker-id
 //! registry cannot give it a worker id then (ZooKeeper or the database down, refusing,
 //! silent; the identity still held, as by a predecessor killed a moment ago whose
-//! session or lease has not expired yet), built in the background while the server
-//! already answers Leaf's -4 for snowflake ids at once (the policy: `pending.rs`). A
-//! configuration no retry can fix (a bad URL, access denied, a clock out of step with
-//! the registry) ends the start with its message.
+//! session or lease has not expired yet) or not within `pending::FIRST_ATTEMPT_WAIT`,
+//! built in the background while the server already answers Leaf's -4 for snowflake
+//! ids at once (the policy: `pending.rs`). A configuration no retry can fix (a bad URL,
+//! access denied, a clock out of step with the registry) ends the start with its
+//! message when the first attempt finds it in time.
 
 use std::time::Duration;
 

@@ -1,5 +1,6 @@
 //! The segment store's connection for `leafid serve`: made at start, or, when the
-//! database cannot be reached then, retried in the background while the server already
+//! database cannot be reached then (or not within `pending::FIRST_ATTEMPT_WAIT`),
+//! retried in the background while the server already
 //! answers Leaf's -1 ("not initialised", which is what it is) for segment ids (the
 //! policy: `pending.rs`). A configuration the store refuses (a wrong password, an
 //! unknown database, no `leaf_alloc` table) is not retried: it ends the start with the

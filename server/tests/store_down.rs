@@ -197,3 +197,51 @@ fn serve_retries_a_worker_id_in_use_at_start_instead_of_exiting() {
     assert_eq!(status, 200, "{health}");
     assert!(second.stop());
 }
+
+#[test]
+fn serve_listens_while_its_first_registry_attempt_hangs_and_issues_once_it_answers() {
+    // A registry that accepts the connection and never answers (a silent network, a
+    // frozen ZooKeeper): with a 120 s connect timeout, the first attempt hangs for
+    // 2 minutes. Before, the server did not listen until that attempt ended (here:
+    // not within the 60 s the helper waits for "listening on").
+    let proxy = delay_proxy::DelayProxy::start(zk());
+    proxy.set_blackhole(true);
+    let url = format!(
+        "zookeeper-recycle://{}/{}?connect_timeout_ms=120000",
+        proxy.addr,
+        fresh("srvzksilent")
+    );
+    let server = Server::start(&["--snowflake", &url]);
+    assert!(
+        server
+            .startup
+            .iter()
+            .any(|l| l.contains("no answer to the first attempt")),
+        "the log says why it listens without the generator: {:?}",
+        server.startup
+    );
+    let asked = Instant::now();
+    let (status, _, body) = server.get("/api/snowflake/get/x");
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("Result{id=-4, status=EXCEPTION}"), "{body}");
+    assert!(
+        asked.elapsed() < AT_ONCE,
+        "not at once: {:?}",
+        asked.elapsed()
+    );
+    let (status, health) = snowflake_health(&server);
+    assert_eq!(status, 503, "{health}");
+    let why = health["snowflake"]["waitingOn"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("has not answered yet"), "{health}");
+
+    proxy.set_blackhole(false);
+    let healed = first_200(&server, "/api/snowflake/get/x", Duration::from_secs(60));
+    let (id, after) = healed.expect("no snowflake id within 60 s of the registry answering");
+    eprintln!("first snowflake id {after:?} after the registry answered");
+    assert!(id.trim().parse::<i64>().unwrap() > 0);
+    let (status, health) = snowflake_health(&server);
+    assert_eq!(status, 200, "{health}");
+    assert!(server.stop(), "SIGTERM exit");
+}

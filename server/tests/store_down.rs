@@ -107,6 +107,26 @@ fn snowflake_health(server: &Server) -> (u16, serde_json::Value) {
     (status, v)
 }
 
+/// A snowflake request gets Leaf's -4 at once, and `/health` is 503 with a `waitingOn`
+/// that contains `phrase`.
+fn snowflake_waits_on(server: &Server, phrase: &str) {
+    let asked = Instant::now();
+    let (status, _, body) = server.get("/api/snowflake/get/x");
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("Result{id=-4, status=EXCEPTION}"), "{body}");
+    assert!(
+        asked.elapsed() < AT_ONCE,
+        "not at once: {:?}",
+        asked.elapsed()
+    );
+    let (status, health) = snowflake_health(server);
+    assert_eq!(status, 503, "{health}");
+    let why = health["snowflake"]["waitingOn"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains(phrase), "{health}");
+}
+
 #[test]
 fn serve_starts_with_the_registry_down_answers_leafs_error_at_once_and_issues_once_it_is_back() {
     let tag = fresh("srv_zkdown");
@@ -171,21 +191,7 @@ fn serve_retries_a_worker_id_in_use_at_start_instead_of_exiting() {
         "the log names the holder and says it retries: {:?}",
         second.startup
     );
-    let asked = Instant::now();
-    let (status, _, body) = second.get("/api/snowflake/get/x");
-    assert_eq!(status, 500, "{body}");
-    assert!(body.contains("Result{id=-4, status=EXCEPTION}"), "{body}");
-    assert!(
-        asked.elapsed() < AT_ONCE,
-        "not at once: {:?}",
-        asked.elapsed()
-    );
-    let (status, health) = snowflake_health(&second);
-    assert_eq!(status, 503, "{health}");
-    let why = health["snowflake"]["waitingOn"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(why.contains("in use"), "{health}");
+    snowflake_waits_on(&second, "in use");
 
     assert!(first.stop(), "SIGTERM exit releases the identity");
     let taken = first_200(&second, "/api/snowflake/get/x", Duration::from_secs(60));
@@ -220,21 +226,7 @@ fn serve_listens_while_its_first_registry_attempt_hangs_and_issues_once_it_answe
         "the log says why it listens without the generator: {:?}",
         server.startup
     );
-    let asked = Instant::now();
-    let (status, _, body) = server.get("/api/snowflake/get/x");
-    assert_eq!(status, 500, "{body}");
-    assert!(body.contains("Result{id=-4, status=EXCEPTION}"), "{body}");
-    assert!(
-        asked.elapsed() < AT_ONCE,
-        "not at once: {:?}",
-        asked.elapsed()
-    );
-    let (status, health) = snowflake_health(&server);
-    assert_eq!(status, 503, "{health}");
-    let why = health["snowflake"]["waitingOn"]
-        .as_str()
-        .unwrap_or_default();
-    assert!(why.contains("has not answered yet"), "{health}");
+    snowflake_waits_on(&server, "has not answered yet");
 
     proxy.set_blackhole(false);
     let healed = first_200(&server, "/api/snowflake/get/x", Duration::from_secs(60));

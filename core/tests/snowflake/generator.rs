@@ -318,6 +318,7 @@ fn startup_waits_for_a_clock_slightly_behind_the_cached_bound() {
         .write(CacheEntry {
             worker_id: 17,
             bound_ms: T + 3_000,
+            handover: None,
         })
         .unwrap();
     let clock = ManualClock::new(T);
@@ -374,6 +375,7 @@ fn a_floor_ahead_of_the_clock_gives_the_first_id_at_once_and_the_ids_catch_up_at
         .write(CacheEntry {
             worker_id: 19,
             bound_ms: T + 4_000,
+            handover: None,
         })
         .unwrap();
     // A manual clock moves only when told or when the generator sleeps on it: start-up
@@ -416,6 +418,7 @@ fn fixed_waits_for_a_floor_ahead_of_the_clock_and_never_leads_it() {
         .write(CacheEntry {
             worker_id: 16,
             bound_ms: T + 4_000,
+            handover: None,
         })
         .unwrap();
     let clock = ManualClock::new(T);
@@ -443,6 +446,7 @@ fn fixed_restart_waits_for_a_crash_bound_as_far_ahead_as_its_lookahead() {
         .write(CacheEntry {
             worker_id: 15,
             bound_ms: T + 28_000,
+            handover: None,
         })
         .unwrap();
     let clock = ManualClock::new(T);
@@ -469,6 +473,7 @@ fn startup_refuses_a_clock_far_behind_the_cached_bound() {
         .write(CacheEntry {
             worker_id: 18,
             bound_ms: T + 90_000,
+            handover: None,
         })
         .unwrap();
     let clock = ManualClock::new(T);
@@ -587,7 +592,8 @@ fn close_persists_the_last_timestamp_and_refuses_later_calls() {
         entry,
         CacheEntry {
             worker_id: 11,
-            bound_ms: T + 5
+            bound_ms: T + 5,
+            handover: None
         }
     );
     // A restart in the same ms continues above the last id, without waiting long.

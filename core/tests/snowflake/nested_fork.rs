@@ -150,6 +150,7 @@ fn a_grandchild_forked_mid_reacquire_gets_a_worker_id() {
             .write(CacheEntry {
                 worker_id: id,
                 bound_ms: ahead,
+                handover: None,
             })
             .unwrap();
     }

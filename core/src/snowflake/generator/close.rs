@@ -195,11 +195,25 @@ impl Core {
 /// Writes the exact last timestamp issued (cache file, then registry) and releases the
 /// lease; each registry call bounded. Failures are logged: see the module docs for why
 /// skipping any of it is safe.
+///
+/// A close out of touch with the registry (its last call failed as an outage) on an
+/// identity one process of this host holds at a time (`zookeeper://`, `?port=`) skips
+/// the final write instead: the registry keeps the bound it confirmed, above the last
+/// id, and the cache file names it as a handover, so the next process of this identity
+/// may issue between the two while the registry is still down (`session::from_cache`).
+/// A lease taken from a handover and not yet the registry's has nothing there to write.
 async fn release(session: &Session, last_ms: i64) {
     let st = session.lease.lock().await;
+    let registry = &session.registry;
+    let handover = (st.out_of_touch
+        && registry.host_identity().is_some()
+        && !registry.survives_outage()
+        && st.confirmed > last_ms)
+        .then_some(st.confirmed);
     let entry = CacheEntry {
         worker_id: st.lease.worker_id,
         bound_ms: last_ms,
+        handover,
     };
     let cache = session.cache.clone();
     match tokio::task::spawn_blocking(move || cache.write(entry)).await {
@@ -207,7 +221,16 @@ async fn release(session: &Session, last_ms: i64) {
         Err(e) => tracing::warn!(error = %e, "cache write task failed at close"),
         Ok(Ok(())) => {}
     }
-    if let Err(e) = bounded("final renew", session.registry.renew(&st.lease, last_ms)).await {
+    if let Some(bound) = handover {
+        tracing::info!(
+            worker_id = st.lease.worker_id,
+            bound,
+            "the worker registry is unreachable at close: it keeps the bound it holds, \
+             which the cache file hands over to the next process of this identity"
+        );
+    } else if st.adopting {
+        // Nothing of this lease is in the registry yet.
+    } else if let Err(e) = bounded("final renew", registry.renew(&st.lease, last_ms)).await {
         tracing::warn!(error = %e, "final renew failed; the registry keeps the last heartbeat's bound");
     }
     if let Err(e) = bounded("release", session.registry.release(&st.lease)).await {

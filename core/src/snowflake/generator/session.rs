@@ -151,36 +151,25 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
     };
     core.limit.set(OPENING_LIMIT);
     let max = core.layout.max_worker_id();
-    let (lease, skew_floor) = match registry.acquire(max, core.limit.clone()).await {
+    let (lease, skew_floor, handover) = match registry.acquire(max, core.limit.clone()).await {
         Ok(lease) => {
             let skew_floor = check_clock(core, &registry, &lease).await?;
-            (lease, skew_floor)
+            (lease, skew_floor, None)
         }
-        Err(e @ (Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. }))
-            if registry.survives_outage() =>
-        {
+        Err(e @ (Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. })) => {
             let cached = tokio::task::spawn_blocking({
                 let cache = cache.clone();
                 move || cache.read()
             })
             .await
             .map_err(Error::registry)??;
-            match cached {
-                Some(entry) => {
-                    core.layout.check_worker_id(entry.worker_id as i64)?;
-                    tracing::warn!(error = %e, worker_id = entry.worker_id, cache = %cache.path().display(),
-                        "worker registry unreachable at start-up; using the cached worker id");
-                    let lease = Lease {
-                        worker_id: entry.worker_id,
-                        floor_ms: entry.bound_ms,
-                        // This host's own bound, by this host's clock.
-                        floor_recorded: true,
-                        location: format!("cache file {}", cache.path().display()),
-                    };
-                    (lease, None)
-                }
-                None => return Err(e),
-            }
+            let Some((lease, handover)) = from_cache(core, &*registry, &cache, cached) else {
+                return Err(e);
+            };
+            tracing::warn!(error = %e, worker_id = lease.worker_id, cache = %cache.path().display(),
+                handover_bound = handover,
+                "worker registry unreachable at start-up; using the cached worker id");
+            (lease, None, handover)
         }
         Err(e) => return Err(e),
     };
@@ -191,9 +180,14 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
                 local,
                 cache,
                 identity_lock,
-                lease: tokio::sync::Mutex::new(LeaseState {
-                    lease: lease.clone(),
-                    persisted: i64::MIN,
+                lease: tokio::sync::Mutex::new(match handover {
+                    Some(confirmed) => LeaseState {
+                        confirmed,
+                        out_of_touch: true,
+                        adopting: true,
+                        ..LeaseState::acquired(lease.clone())
+                    },
+                    None => LeaseState::acquired(lease.clone()),
                 }),
                 stop: tokio::sync::Notify::new(),
                 attempts: std::sync::atomic::AtomicU64::new(0),
@@ -226,6 +220,50 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
             Err(e)
         }
     }
+}
+
+/// The lease a start may take from the cache file while its registry is down, and the
+/// handover bound it issues up to (`None`: no limit but the usual ones), or `None`
+/// when it may not start:
+/// - registries whose id stays this process's own through an outage
+///   ([`WorkerRegistry::survives_outage`]: `fixed`, `statefulset` without a floor
+///   directory) start from the cached bound, as a restart of Java Leaf does from its
+///   `workerID.properties`;
+/// - identities held one process of this host at a time (`zookeeper://`, `?port=`)
+///   start only from a handover: a predecessor that closed while the registry was down
+///   left the bound the registry holds for the id in place, and named it in the cache
+///   file (`close.rs`). Any other holder of the id starts above that bound (fence rules
+///   1 and 5), the predecessor issued up to the cached bound, and this host's identity
+///   lock, claimed before, keeps every other process of this host out; so ids between
+///   the two are this process's alone. A predecessor that crashed left no handover: its
+///   ids may reach the registry's bound.
+fn from_cache(
+    core: &Core,
+    registry: &dyn WorkerRegistry,
+    cache: &WorkerCache,
+    cached: Option<CacheEntry>,
+) -> Option<(Lease, Option<i64>)> {
+    let entry = cached?;
+    core.layout.check_worker_id(entry.worker_id as i64).ok()?;
+    let handover = if registry.survives_outage() {
+        None
+    } else {
+        let bound = entry.handover?;
+        // Room for more than a moment's ids above the floor and the clock.
+        let start = entry.bound_ms.max(core.clock.real_millis());
+        if registry.host_identity().is_none() || bound <= start + FIRST_ROOM_MS {
+            return None;
+        }
+        Some(bound)
+    };
+    let lease = Lease {
+        worker_id: entry.worker_id,
+        floor_ms: entry.bound_ms,
+        // This host's own bound, by this host's clock.
+        floor_recorded: true,
+        location: format!("cache file {}", cache.path().display()),
+    };
+    Some((lease, handover))
 }
 
 /// Claims `identity` on this host, or fails with `WorkerIdInUse`.
@@ -374,6 +412,9 @@ pub(super) async fn persist_locked(
     // Before the cap, which reads the same reference.
     confirm_clock(core, session, st).await?;
     let bound = core.capped(bound);
+    if st.adopting {
+        return persist_handover(core, session, st, bound).await;
+    }
     if bound <= st.persisted {
         return Ok(());
     }
@@ -383,6 +424,7 @@ pub(super) async fn persist_locked(
         cache.write(CacheEntry {
             worker_id,
             bound_ms: bound,
+            handover: None,
         })
     })
     .await
@@ -393,6 +435,8 @@ pub(super) async fn persist_locked(
         // Found by the renew itself (the lease node gone or re-taken): stop, re-acquire.
         core.limit.lose();
     }
+    st.out_of_touch = reg_res.as_ref().is_err_and(is_outage);
+    let renewed = reg_res.is_ok();
     let skewed = reg_res.is_ok()
         && match session.registry.take_clock_reading() {
             Some(r) => match skew_error(&r, core.settings.max_skew_ms) {
@@ -432,10 +476,64 @@ pub(super) async fn persist_locked(
         });
     }
     st.persisted = bound;
+    if renewed && !skewed {
+        // Only a counted bound: `confirm_clock` renews `persisted` again, and the
+        // registry must never hold less than this (`close.rs` hands it over).
+        st.confirmed = bound;
+    }
     if !core.limit.raise(bound) {
         return Err(Error::LeaseLost {
             worker_id,
             cause: "the registry reported the lease lost".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Whether a registry call failed as an outage (down, refusing, silent), not an answer.
+fn is_outage(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::RegistryUnavailable { .. } | Error::StoreUnavailable { .. }
+    )
+}
+
+/// [`persist_locked`] for a lease taken from a handover (`LeaseState::adopting`): the
+/// bound goes to the cache file alone, never past the one the registry holds for the
+/// id (`LeaseState::confirmed`), and the write clears the handover before any id above
+/// the predecessor's is issued, so a restart after this process crashes never issues
+/// them again (it finds no handover and waits for the registry).
+async fn persist_handover(
+    core: &Core,
+    session: &Session,
+    st: &mut LeaseState,
+    bound: i64,
+) -> Result<()> {
+    let bound = bound.min(st.confirmed);
+    if bound <= st.persisted {
+        if st.persisted > core.clock.now_millis() {
+            return Ok(());
+        }
+        return Err(Error::registry(format!(
+            "the worker registry is unreachable, and the bound it holds for worker id {} \
+             (handed over by the process before this one) has passed; ids resume once it answers",
+            st.lease.worker_id
+        )));
+    }
+    let entry = CacheEntry {
+        worker_id: st.lease.worker_id,
+        bound_ms: bound,
+        handover: None,
+    };
+    let cache = session.cache.clone();
+    tokio::task::spawn_blocking(move || cache.write(entry))
+        .await
+        .map_err(Error::registry)??;
+    st.persisted = bound;
+    if !core.limit.raise(bound) {
+        return Err(Error::LeaseLost {
+            worker_id: st.lease.worker_id,
+            cause: "the registry answered and did not give the worker id back".into(),
         });
     }
     Ok(())
@@ -511,6 +609,14 @@ async fn heartbeat(core: Arc<Core>, session: Arc<Session>) {
         {
             return;
         }
+        if session.lease.lock().await.adopting {
+            let result = adopt(&core, &session).await;
+            if let Err(e) = &result {
+                tracing::warn!(error = %e, "a worker id taken over from a handover: not the registry's yet");
+            }
+            core.note_persist(&result);
+            continue;
+        }
         if core.limit.get() == i64::MIN {
             match reacquire(&core, &session).await {
                 Ok(()) => {
@@ -550,6 +656,78 @@ fn until_room_partly_used(core: &Core) -> Duration {
     core.settings.heartbeat.min(soon)
 }
 
+/// For a lease taken from a handover while the registry was down: persists the next
+/// bound (cache file only, up to the handed-over bound), then asks the registry for the
+/// identity as any start does. Once it answers with a lease, the usual floor check
+/// (the registry's bound and this process's cached one, so above every id issued here)
+/// installs it and the session goes on as any other. An outage keeps the handover
+/// going. Any other answer (the identity held by another process, a clock out of step)
+/// stops issuing from the handover for good: the registry may have given the id to
+/// someone else; this heartbeat goes on asking.
+async fn adopt(core: &Arc<Core>, session: &Session) -> Result<()> {
+    let persisted = {
+        let mut st = session.lease.lock().await;
+        if core.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if st.confirmed == i64::MIN {
+            Ok(())
+        } else {
+            if core.limit.get() == i64::MIN {
+                // A failed attempt's registry session gave up its limit; the handover
+                // does not rest on that session.
+                core.limit.set(OPENING_LIMIT);
+            }
+            let bound = core.clock.now_millis() + core.settings.lookahead_ms;
+            persist_locked(core, session, &mut st, bound).await
+        }
+    };
+    let max = core.layout.max_worker_id();
+    let lease = match session.registry.acquire(max, core.limit.clone()).await {
+        Ok(lease) => lease,
+        // Still down: the handover goes on (its bound's error first, once it has passed).
+        Err(e) if is_outage(&e) => return persisted.and(Err(e)),
+        Err(e) => {
+            stop_handover(core, session).await;
+            return Err(e);
+        }
+    };
+    let floor = match check_clock(core, &session.registry, &lease).await {
+        Ok(skew_floor) => hold(core, &session.registry, &session.cache, &lease, skew_floor).await,
+        Err(e) => Err(e),
+    };
+    let floor = match floor {
+        Ok(floor) => floor,
+        Err(e) => {
+            let _ = bounded("release", session.registry.release(&lease)).await;
+            stop_handover(core, session).await;
+            return Err(e);
+        }
+    };
+    let mut st = session.lease.lock().await;
+    if core.closed.load(Ordering::Acquire) {
+        let _ = bounded("release", session.registry.release(&lease)).await;
+        return Err(Error::Closed);
+    }
+    // The gate shut for the install, as for any new lease.
+    core.limit.set(OPENING_LIMIT);
+    install(core, lease.worker_id, floor)?;
+    tracing::info!(worker_id = lease.worker_id, location = %lease.location, floor,
+        "the registry is back: the worker id taken over from a handover is held there");
+    *st = LeaseState::acquired(lease);
+    let bound = core.clock.now_millis() + core.settings.lookahead_ms;
+    persist_locked(core, session, &mut st, bound).await
+}
+
+/// The registry answered an adopting lease without giving the identity back: no more
+/// ids from the handover, and none handed on at close.
+async fn stop_handover(core: &Core, session: &Session) {
+    let mut st = session.lease.lock().await;
+    st.confirmed = i64::MIN;
+    st.out_of_touch = false;
+    core.limit.set(i64::MIN);
+}
+
 /// After a registry reported the lease lost: takes a (possibly different) worker id
 /// from the same registry, with the usual floor check.
 async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
@@ -587,8 +765,7 @@ async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
         }
     };
     install(core, lease.worker_id, floor)?;
-    st.lease = lease;
-    st.persisted = i64::MIN;
+    *st = LeaseState::acquired(lease);
     let bound = core.clock.now_millis() + core.settings.lookahead_ms;
     persist_locked(core, session, &mut st, bound).await
 }

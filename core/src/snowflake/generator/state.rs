@@ -120,6 +120,32 @@ pub(super) struct LeaseState {
     pub(super) lease: Lease,
     /// The highest bound persisted so far.
     pub(super) persisted: i64,
+    /// The highest bound the registry itself has confirmed for this lease (a renew
+    /// that succeeded; for a lease taken over from a handover, the one its cache file
+    /// names); `i64::MIN` before any.
+    pub(super) confirmed: i64,
+    /// The last registry call of this lease failed as an outage (`Unavailable`): a
+    /// close then keeps the confirmed bound in the registry and hands it over through
+    /// the cache file (`close.rs`).
+    pub(super) out_of_touch: bool,
+    /// The lease comes from a handover in the cache file, taken while the registry was
+    /// down, and is not the registry's yet: the heartbeat acquires the identity instead
+    /// of renewing (`session::adopt`), and bounds go to the cache file only, up to
+    /// `confirmed`.
+    pub(super) adopting: bool,
+}
+
+impl LeaseState {
+    /// The state of a lease just acquired from the registry.
+    pub(super) fn acquired(lease: Lease) -> LeaseState {
+        LeaseState {
+            lease,
+            persisted: i64::MIN,
+            confirmed: i64::MIN,
+            out_of_touch: false,
+            adopting: false,
+        }
+    }
 }
 
 pub(super) struct Core {

@@ -28,6 +28,14 @@ pub struct CacheEntry {
     pub worker_id: u32,
     /// The highest timestamp (ms since the Unix epoch) that worker may have issued.
     pub bound_ms: i64,
+    /// Set by a close that could not reach the registry (`generator/close.rs`): the
+    /// bound the registry holds for this worker id, confirmed by it and left there (the
+    /// close skipped its final write, which would have lowered it to `bound_ms`). Any
+    /// other holder of the id starts above it, so the next process of this identity on
+    /// this host may issue between `bound_ms` and it while the registry is still down.
+    /// `None` otherwise; every other write clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handover: Option<i64>,
 }
 
 /// Cache files (and their locks) untouched this long are pruned.
@@ -273,6 +281,7 @@ mod tests {
         let e = CacheEntry {
             worker_id: 17,
             bound_ms: 1_700_000_000_123,
+            handover: None,
         };
         c.write(e).unwrap();
         assert_eq!(c.read().unwrap(), Some(e));
@@ -290,6 +299,7 @@ mod tests {
         c.write(CacheEntry {
             worker_id: 1,
             bound_ms: 5,
+            handover: None,
         })
         .unwrap();
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
@@ -299,6 +309,7 @@ mod tests {
             .write(CacheEntry {
                 worker_id: 1,
                 bound_ms: 6,
+                handover: None,
             })
             .unwrap_err();
         assert!(
@@ -325,6 +336,7 @@ mod tests {
         let e = CacheEntry {
             worker_id: 3,
             bound_ms: 1,
+            handover: None,
         };
         old.write(e).unwrap();
         fresh.write(e).unwrap();

@@ -318,6 +318,7 @@ impl WorkerRegistry for LocalRegistry {
             bound_file(&dir, lease.worker_id).write(CacheEntry {
                 worker_id: lease.worker_id,
                 bound_ms,
+                handover: None,
             })
         })
     }

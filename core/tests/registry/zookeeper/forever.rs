@@ -412,6 +412,7 @@ fn unreachable_zookeeper_fails_promptly_even_with_a_cache_file() {
         .write(leafid::snowflake::registry::CacheEntry {
             worker_id: 9,
             bound_ms: now_ms() - 1_000,
+            handover: None,
         })
         .unwrap();
     drop(probe);

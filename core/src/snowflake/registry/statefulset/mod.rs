@@ -431,6 +431,7 @@ impl Renew {
         let entry = CacheEntry {
             worker_id: id,
             bound_ms: self.bound_ms,
+            handover: None,
         };
         fault::between_check_and_write(&self.dir);
         file.write(entry)?;

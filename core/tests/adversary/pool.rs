@@ -75,10 +75,10 @@ impl Registry for Pool {
 }
 
 /// The pool's size for a row: three where several processes hold ids at once (one
-/// config in several processes; a restart beside another holder), else one, so that a
-/// newcomer can only take the id its holder has.
+/// config in several processes; a restart or a handover beside another holder), else
+/// one, so that a newcomer can only take the id its holder has.
 fn pool_size(row: &str) -> u32 {
-    if matches!(row, "same" | "dirs" | "restart") {
+    if matches!(row, "same" | "dirs" | "restart" | "handover") {
         3
     } else {
         1
@@ -87,7 +87,7 @@ fn pool_size(row: &str) -> u32 {
 
 matrix_rows!(Pool);
 outage_rows!(Pool);
-restart_newcomer_row!(Pool);
+restart_newcomer_row!(Pool, false);
 
 /// The holder's row deleted (a cleanup): a newcomer inserts the id afresh, with no
 /// floor; another comes through another path.
@@ -206,5 +206,5 @@ mod on_postgres {
 
     matrix_rows!(PgPool);
     outage_rows!(PgPool);
-    restart_newcomer_row!(PgPool);
+    restart_newcomer_row!(PgPool, false);
 }

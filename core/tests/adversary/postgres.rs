@@ -152,7 +152,7 @@ fn unique_port(row: &str) -> u32 {
 
 matrix_rows!(Postgres);
 outage_rows!(Postgres);
-restart_newcomer_row!(Postgres);
+restart_newcomer_row!(Postgres, true);
 
 /// The holder's row deleted: its identity on another path inserts it afresh.
 #[test]

@@ -62,13 +62,19 @@ macro_rules! outage_rows {
 }
 pub(crate) use outage_rows;
 
-/// [`restart_then_newcomer`] as a `#[test]` of the calling module, for the registry
-/// `$reg`.
+/// [`restart_then_newcomer`] and [`handover_then_newcomer`] as `#[test]`s of the
+/// calling module, for the registry `$reg`; `$handover`: whether its restart after a
+/// close during an outage issues (an identity one process of a host holds at a time:
+/// `zookeeper://`, `?port=`) or waits for the registry (leased ids: pools, recycle).
 macro_rules! restart_newcomer_row {
-    ($reg:expr) => {
+    ($reg:expr, $handover:expr) => {
         #[test]
         fn restart_during_an_outage_then_a_newcomer_takes_its_id() {
             crate::rows::restart_then_newcomer(&$reg)
+        }
+        #[test]
+        fn closed_during_an_outage_restarted_on_its_handover_then_a_newcomer_takes_its_id() {
+            crate::rows::handover_then_newcomer(&$reg, $handover)
         }
     };
 }
@@ -631,6 +637,74 @@ pub fn restart_then_newcomer(reg: &dyn Registry) {
     pause(1.5);
     proxy.set_down(false);
     pause(1.5);
+    tally.stop_all(vec![beside, r, n]);
+    tally.finish();
+}
+
+/// A holder (through a proxy) that has run past its lead is closed while the registry
+/// is refused, and restarted on the same cache directory, still refused, beside another
+/// holder: on an identity a host holds one process at a time it starts from the
+/// handover its predecessor's close left (the registry keeps the bound it confirmed),
+/// else it is refused. Once the closed holder's lease ran out, a newcomer on the direct
+/// path takes its id above that bound; then the heal, where the restarted process finds
+/// the identity taken and stops. No id twice.
+pub fn handover_then_newcomer(reg: &dyn Registry, handover: bool) {
+    let mut tally = Tally::new(reg, "closed in an outage, handover, newcomer");
+    let mut t = reg.target("handover");
+    let proxy = t.proxy().expect("an outage row needs a service");
+    let dir = open_dir();
+    let via = t.via(&proxy).unwrap();
+    let cache = Some(dir.path().join("holder.cache"));
+    let with_cache = || Spawn {
+        cache: cache.clone(),
+        ..short(&via, &[])
+    };
+    let mut beside = spawn("beside", dir.path(), short(&reg.other(&mut t, 0), &[]));
+    beside.started();
+    let (a, id) = holder(reg, dir.path(), with_cache());
+    // A new id's ids lead the clock by the reach for twice as long; a handover leaves
+    // room only above the clock.
+    let reach_ms = SHORT.lookahead_ms + SHORT.max_skew_ms + 1_000;
+    pause((2 * reach_ms + 1_000) as f64 / 1_000.0);
+    proxy.set_down(true);
+    let down = Instant::now();
+    // A few heartbeats fail: the holder is out of touch when it closes.
+    pause(1.0);
+    tally.stop(a);
+    let mut r = spawn("restarted", dir.path(), with_cache());
+    match r.started() {
+        Start::Live(w) => {
+            tally.note(format!(
+                "restarted on worker {w} from its handover {:.1} s into the outage",
+                down.elapsed().as_secs_f64()
+            ));
+            assert!(
+                handover,
+                "{}: a restart issued with no handover",
+                reg.name()
+            );
+        }
+        Start::Refused(code, _) => {
+            tally.note(format!("restart refused while down ({code})"));
+            assert!(!handover, "{}: the handover was not taken", reg.name());
+        }
+    }
+    std::thread::sleep(reg.lease_after_cut().saturating_sub(down.elapsed()));
+    let n = newcomer_on(
+        reg,
+        &mut tally,
+        dir.path(),
+        id,
+        Duration::from_secs(1),
+        |_| short(&t.url, &[]),
+    );
+    tally.note(format!(
+        "newcomer {:.1} s into the outage",
+        down.elapsed().as_secs_f64()
+    ));
+    pause(1.5);
+    proxy.set_down(false);
+    pause(2.0);
     tally.stop_all(vec![beside, r, n]);
     tally.finish();
 }

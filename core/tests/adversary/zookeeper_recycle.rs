@@ -46,7 +46,7 @@ impl Registry for Recycle {
 
 matrix_rows!(Recycle);
 outage_rows!(Recycle);
-restart_newcomer_row!(Recycle);
+restart_newcomer_row!(Recycle, false);
 foreign_rows!(fork_row);
 
 /// The fork's `zk_recycle` server (`RecyclableZookeeperHolder`) on the same name (issue

@@ -205,11 +205,9 @@ impl Core {
 async fn release(session: &Session, last_ms: i64) {
     let st = session.lease.lock().await;
     let registry = &session.registry;
-    let handover = (st.out_of_touch
-        && registry.host_identity().is_some()
-        && !registry.survives_outage()
-        && st.confirmed > last_ms)
-        .then_some(st.confirmed);
+    let handover =
+        (st.out_of_touch && super::session::hands_over(&**registry) && st.confirmed > last_ms)
+            .then_some(st.confirmed);
     let entry = CacheEntry {
         worker_id: st.lease.worker_id,
         bound_ms: last_ms,

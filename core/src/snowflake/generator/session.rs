@@ -222,6 +222,13 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
     }
 }
 
+/// Whether a close out of touch with `registry` hands its bound over through the cache
+/// file, and a start while the registry is down takes it: identities one process of a
+/// host holds at a time, whose id does not survive an outage on the cache alone.
+pub(super) fn hands_over(registry: &dyn WorkerRegistry) -> bool {
+    registry.identity_is_configured() && !registry.survives_outage()
+}
+
 /// The lease a start may take from the cache file while its registry is down, and the
 /// handover bound it issues up to (`None`: no limit but the usual ones), or `None`
 /// when it may not start:
@@ -251,7 +258,7 @@ fn from_cache(
         let bound = entry.handover?;
         // Room for more than a moment's ids above the floor and the clock.
         let start = entry.bound_ms.max(core.clock.real_millis());
-        if registry.host_identity().is_none() || bound <= start + FIRST_ROOM_MS {
+        if !hands_over(registry) || bound <= start + FIRST_ROOM_MS {
             return None;
         }
         Some(bound)

@@ -78,6 +78,10 @@ impl WorkerRegistry for FixedRegistry {
         true
     }
 
+    fn identity_is_configured(&self) -> bool {
+        true
+    }
+
     fn host_identity(&self) -> Option<String> {
         Some(format!("fixed/{}", self.worker_id))
     }

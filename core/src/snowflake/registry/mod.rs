@@ -270,6 +270,19 @@ pub trait WorkerRegistry: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// True when the worker id follows from configuration alone, one identity per
+    /// configuration (`zookeeper://` and `?port=`'s `ip:port`, `fixed`), so every process
+    /// of this host that shares its cache file claims the same [`host_identity`] first:
+    /// one at a time. False for pools, whose host identity is each process's own. Where
+    /// the id does not survive an outage, a close out of touch with the registry hands
+    /// its bound over through the cache file to the next such process
+    /// (`generator/close.rs`).
+    ///
+    /// [`host_identity`]: WorkerRegistry::host_identity
+    fn identity_is_configured(&self) -> bool {
+        false
+    }
+
     /// True when the local cache file is the only record of the bound (`fixed`): a
     /// bound that could not be written there does not count.
     fn cache_is_only_record(&self) -> bool {

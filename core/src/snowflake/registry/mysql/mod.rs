@@ -346,6 +346,10 @@ impl WorkerRegistry for MysqlRegistry {
         true
     }
 
+    fn identity_is_configured(&self) -> bool {
+        true
+    }
+
     fn survives_outage(&self) -> bool {
         // No: once this holder's lease has lapsed (it cannot renew), another process may
         // take the row with the last bound written HERE as its floor; a bound kept only

@@ -406,6 +406,12 @@ impl WorkerRegistry for PoolRegistry {
         false
     }
 
+    fn identity_is_configured(&self) -> bool {
+        // `postgres://?port=`: an `ip:port`'s id. A pool's processes share a cache file
+        // but each has a host identity of its own.
+        matches!(self.claim, Claim::Identity { .. })
+    }
+
     fn host_identity(&self) -> Option<String> {
         match &self.claim {
             // The registry's own token: each registry object holds at most one lease, so

@@ -100,6 +100,10 @@ impl WorkerRegistry for PostgresRegistry {
     fn host_identity(&self) -> Option<String> {
         self.0.host_identity()
     }
+
+    fn identity_is_configured(&self) -> bool {
+        self.0.identity_is_configured()
+    }
 }
 
 #[cfg(test)]

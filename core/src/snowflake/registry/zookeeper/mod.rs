@@ -211,6 +211,10 @@ impl WorkerRegistry for ZookeeperRegistry {
         true
     }
 
+    fn identity_is_configured(&self) -> bool {
+        true
+    }
+
     fn survives_outage(&self) -> bool {
         // No: another claimant can take the identity once this session has expired on
         // the server, and its floor is the last bound written HERE; a bound kept only in

@@ -78,6 +78,17 @@
 //!    up to that bound, which lies below any floor a newcomer that found nothing
 //!    started from.
 //!
+//! The handover: rule 1 lets a holder issue under a bound the registry holds, whoever
+//! wrote it. A close out of touch with the registry, on an identity one process of a
+//! host holds at a time (`WorkerRegistry::identity_is_configured`), skips the final
+//! write that would lower the bound to its last id, and names the bound the registry
+//! confirmed in the cache file. The next process of the identity on this host (holding
+//! the host's identity lock) issues above the last id and up to that bound while the
+//! registry is down, each bound in the cache file first (which clears the handover, so
+//! its own crash leaves none), and takes the identity in the registry once it answers.
+//! Every other holder of the id starts above the bound the registry holds (rules 1 and
+//! 5), which is at least the confirmed one (`generator/close.rs`, `generator/session.rs`).
+//!
 //! A newcomer watches a record before its first id only where a foreign server (Java
 //! Leaf, the fork) can be live on the identity and still unseen (rule 3): never on
 //! leafid's own layouts (`zookeeper-recycle`, the pools, `postgres://?port=`), and at

@@ -237,3 +237,39 @@ fn serve_listens_while_its_first_registry_attempt_hangs_and_issues_once_it_answe
     assert_eq!(status, 200, "{health}");
     assert!(server.stop(), "SIGTERM exit");
 }
+
+#[test]
+fn serve_restarted_by_sigterm_during_a_registry_outage_serves_from_the_handover_at_once() {
+    // Java Leaf restarted while ZooKeeper is down serves from its workerID.properties;
+    // leafid, after a clean stop during the outage, serves from the bound ZooKeeper still
+    // holds, handed over in its cache file. Before: -4 until ZooKeeper answered.
+    let proxy = delay_proxy::DelayProxy::start(zk());
+    let url = format!(
+        "zookeeper://{}/{}?port=9311&ip=10.7.0.1",
+        proxy.addr,
+        fresh("srvhandover")
+    );
+    // A lookahead of 10 s leaves a handover of about 3 to 6 s after the stop below.
+    let args = ["--snowflake", url.as_str(), "--lookahead", "10"];
+    // A new identity's ids lead the clock, and its stop waits until the clock passes
+    // them: the second server starts at the clock, as a server that has run a while.
+    let first = Server::start(&args);
+    assert_eq!(first.get("/api/snowflake/get/x").0, 200);
+    assert!(first.stop(), "SIGTERM exit");
+    let second = Server::start(&args);
+    let (status, _, body) = second.get("/api/snowflake/get/x");
+    assert_eq!(status, 200, "{body}");
+    let before: i64 = body.trim().parse().unwrap();
+    proxy.set_down(true);
+    // Past a heartbeat (3 s): a registry call has failed, so the stop knows the
+    // registry is out of touch (a stop before any call failed hands nothing over).
+    std::thread::sleep(Duration::from_millis(4_000));
+    assert!(second.stop(), "SIGTERM exit during the outage");
+    let third = Server::start(&args);
+    let (status, _, body) = third.get("/api/snowflake/get/x");
+    assert_eq!(status, 200, "no id from the handover: {body}");
+    let id: i64 = body.trim().parse().unwrap();
+    assert!(id > before, "{id} is not above {before}");
+    proxy.set_down(false);
+    assert!(third.stop(), "SIGTERM exit");
+}

@@ -212,9 +212,15 @@ fn closed_then_restarted_while_down(url: &str, proxy: &DelayProxy) {
     issued.extend(first.next_ids(500).unwrap());
     first.close_within(Duration::from_secs(3));
     let before = *issued.iter().max().unwrap();
+    let started = Instant::now();
     let second = build_short(url, cache.path())
         .unwrap_or_else(|e| panic!("{url}: not started from the handover: {e:?}"));
     let ids = second.next_ids(500).unwrap();
+    eprintln!(
+        "{}: first ids from the handover {:?} after the build began",
+        leafid::redact::url(url),
+        started.elapsed()
+    );
     assert!(ids[0] > before, "{url}: {} is not above {before}", ids[0]);
     issued.extend(&ids);
     proxy.set_down(false);

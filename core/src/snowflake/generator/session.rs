@@ -516,31 +516,40 @@ async fn persist_handover(
     st: &mut LeaseState,
     bound: i64,
 ) -> Result<()> {
+    if st.confirmed == i64::MIN {
+        return Err(Error::LeaseLost {
+            worker_id: st.lease.worker_id,
+            cause: "the registry answered without giving back the worker id handed over; \
+                    asking it again"
+                .into(),
+        });
+    }
     let bound = bound.min(st.confirmed);
-    if bound <= st.persisted {
-        if st.persisted > core.clock.now_millis() {
-            return Ok(());
-        }
+    if bound > st.persisted {
+        let entry = CacheEntry {
+            worker_id: st.lease.worker_id,
+            bound_ms: bound,
+            handover: None,
+        };
+        let cache = session.cache.clone();
+        tokio::task::spawn_blocking(move || cache.write(entry))
+            .await
+            .map_err(Error::registry)??;
+        st.persisted = bound;
+    }
+    if st.persisted <= core.clock.now_millis() {
         return Err(Error::registry(format!(
             "the worker registry is unreachable, and the bound it holds for worker id {} \
              (handed over by the process before this one) has passed; ids resume once it answers",
             st.lease.worker_id
         )));
     }
-    let entry = CacheEntry {
-        worker_id: st.lease.worker_id,
-        bound_ms: bound,
-        handover: None,
-    };
-    let cache = session.cache.clone();
-    tokio::task::spawn_blocking(move || cache.write(entry))
-        .await
-        .map_err(Error::registry)??;
-    st.persisted = bound;
-    if !core.limit.raise(bound) {
+    // Also when nothing was written: a limit set back to `OPENING_LIMIT` (`adopt`) opens
+    // again up to what the cache file holds.
+    if !core.limit.raise(st.persisted) {
         return Err(Error::LeaseLost {
             worker_id: st.lease.worker_id,
-            cause: "the registry answered and did not give the worker id back".into(),
+            cause: "the limit was lowered while the bound was written".into(),
         });
     }
     Ok(())

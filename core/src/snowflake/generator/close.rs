@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::super::layout::decode;
-use super::super::registry::{system_now_ms, CacheEntry};
+use super::super::registry::{identity_lock, system_now_ms, CacheEntry, Handover};
 use super::state::{bounded, Core, Session};
 use crate::runtime;
 
@@ -92,6 +92,8 @@ impl Core {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
+        // A lease lost (its record used by another writer) hands nothing over.
+        let lost = self.limit.get() == i64::MIN;
         self.limit.set(i64::MIN);
         // Swapping in the closed marker makes every swap prepared before it fail, so the
         // word read here is the last id anyone will ever issue from this generator.
@@ -126,7 +128,7 @@ impl Core {
         }
         let core = self.clone();
         runtime::spawn(async move {
-            release(&session, last_ms).await;
+            release(&session, last_ms, lost).await;
             core.released.send_replace(true);
         });
     }
@@ -202,12 +204,23 @@ impl Core {
 /// id, and the cache file names it as a handover, so the next process of this identity
 /// may issue between the two while the registry is still down (`session::from_cache`).
 /// A lease taken from a handover and not yet the registry's has nothing there to write.
-async fn release(session: &Session, last_ms: i64) {
+async fn release(session: &Session, last_ms: i64, lost: bool) {
     let st = session.lease.lock().await;
     let registry = &session.registry;
-    let handover =
-        (st.out_of_touch && super::session::hands_over(&**registry) && st.confirmed > last_ms)
-            .then_some(st.confirmed);
+    let handover = match identity_lock::domain() {
+        Some(domain)
+            if st.out_of_touch
+                && !lost
+                && super::session::hands_over(&**registry)
+                && st.confirmed > last_ms =>
+        {
+            Some(Handover {
+                bound_ms: st.confirmed,
+                domain,
+            })
+        }
+        _ => None,
+    };
     let entry = CacheEntry {
         worker_id: st.lease.worker_id,
         bound_ms: last_ms,
@@ -219,7 +232,10 @@ async fn release(session: &Session, last_ms: i64) {
         Err(e) => tracing::warn!(error = %e, "cache write task failed at close"),
         Ok(Ok(())) => {}
     }
-    if let Some(bound) = handover {
+    if let Some(Handover {
+        bound_ms: bound, ..
+    }) = handover
+    {
         tracing::info!(
             worker_id = st.lease.worker_id,
             bound,

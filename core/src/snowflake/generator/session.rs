@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::super::registry::identity_lock::IdentityLock;
+use super::super::registry::identity_lock::{self, IdentityLock};
 use super::super::registry::{
     system_now_ms, CacheEntry, ClockReading, Lease, LocalRegistry, RegistryConfig, WorkerCache,
     WorkerRegistry, IN_USE_ADVICE,
@@ -255,13 +255,23 @@ fn from_cache(
     let handover = if registry.survives_outage() {
         None
     } else {
-        let bound = entry.handover?;
-        // Room for more than a moment's ids above the floor and the clock.
-        let start = entry.bound_ms.max(core.clock.real_millis());
-        if !hands_over(registry) || bound <= start + FIRST_ROOM_MS {
+        let handover = entry.handover?;
+        let now = core.clock.real_millis();
+        // Under the same identity lock only: a copy of the file on another host or in
+        // another container is not the predecessor's (review: both issued 2 974 189
+        // ids alike from one handover copied to a host with the same ip:port).
+        let same_lock = Some(handover.domain) == identity_lock::domain();
+        // Only once the predecessor's ids no longer lead the clock: ids start at the
+        // clock, so a start from an older copy of the file (a backup restored) issues
+        // above what every run since issued by the same clock (review: 2 251 772 ids
+        // again from a restored handover whose floor led the clock).
+        let behind_clock = entry.bound_ms < now;
+        // Room for more than a moment's ids.
+        let room = handover.bound_ms > now.saturating_add(FIRST_ROOM_MS);
+        if !(hands_over(registry) && same_lock && behind_clock && room) {
             return None;
         }
-        Some(bound)
+        Some(handover.bound_ms)
     };
     let lease = Lease {
         worker_id: entry.worker_id,
@@ -751,6 +761,9 @@ async fn reacquire(core: &Arc<Core>, session: &Session) -> Result<()> {
     if core.closed.load(Ordering::Acquire) {
         return Err(Error::Closed);
     }
+    // The lost lease hands nothing over (`close.rs`): another writer used its record.
+    st.out_of_touch = false;
+    st.confirmed = i64::MIN;
     let _ = bounded("release", session.registry.release(&st.lease)).await;
     core.limit.set(OPENING_LIMIT);
     let lease = match session

@@ -28,14 +28,24 @@ pub struct CacheEntry {
     pub worker_id: u32,
     /// The highest timestamp (ms since the Unix epoch) that worker may have issued.
     pub bound_ms: i64,
-    /// Set by a close that could not reach the registry (`generator/close.rs`): the
-    /// bound the registry holds for this worker id, confirmed by it and left there (the
-    /// close skipped its final write, which would have lowered it to `bound_ms`). Any
-    /// other holder of the id starts above it, so the next process of this identity on
-    /// this host may issue between `bound_ms` and it while the registry is still down.
-    /// `None` otherwise; every other write clears it.
+    /// Set by a close that could not reach the registry (`generator/close.rs`); `None`
+    /// otherwise, and every other write clears it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handover: Option<i64>,
+    pub handover: Option<Handover>,
+}
+
+/// The bound a close out of touch with the registry left there for the next process of
+/// its identity on this host (`generator/close.rs`, `generator/session.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Handover {
+    /// The bound the registry holds for this worker id, confirmed by it and left there
+    /// (the close skipped its final write, which would have lowered it to the entry's
+    /// `bound_ms`). Any other holder of the id starts above it, so the next process may
+    /// issue between `bound_ms` and it while the registry is still down.
+    pub bound_ms: i64,
+    /// The identity lock's domain the close ran in ([`super::identity_lock::domain`]):
+    /// only a process under the same lock (this boot, this network namespace) takes it.
+    pub domain: u64,
 }
 
 /// Cache files (and their locks) untouched this long are pruned.
@@ -147,6 +157,17 @@ pub fn default_cache_dir() -> PathBuf {
     std::env::temp_dir().join(format!("leafid-{uid}"))
 }
 
+/// FNV-1a: stable across Rust versions and processes, unlike std's SipHash keys. Hand
+/// written: eight lines, where a crate would add a dependency for them.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 /// Turns a registry identity into a file name: safe characters kept, anything else
 /// replaced, plus a hash of the original when something was replaced so two
 /// identities never share a file.
@@ -165,12 +186,7 @@ fn file_name(identity: &str) -> String {
     if safe == identity && !safe.is_empty() && safe.len() <= 100 {
         return format!("{safe}.json");
     }
-    // FNV-1a: stable across Rust versions and processes, unlike std's SipHash keys.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in identity.bytes() {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
+    let h = fnv1a(identity.as_bytes());
     let short: String = safe.chars().take(80).collect();
     format!("{short}-{h:016x}.json")
 }

@@ -71,6 +71,22 @@ fn address(identity: &str) -> Vec<u8> {
     format!("leafid/{}#{h:016x}", &identity[..cut]).into_bytes()
 }
 
+/// Where an identity lock excludes other holders: this boot of this host and this
+/// network namespace (abstract socket addresses live in it), as a stable hash; `None`
+/// where either cannot be read (no procfs). A record tied to it (a cache file's
+/// handover) means nothing in a cache directory copied to another host, shared with
+/// another container, or kept across a reboot.
+pub fn domain() -> Option<u64> {
+    static DOMAIN: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *DOMAIN.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let net = std::fs::read_link("/proc/self/ns/net").ok()?;
+        Some(super::cache::fnv1a(
+            format!("{}/{}", boot.trim(), net.display()).as_bytes(),
+        ))
+    })
+}
+
 /// The process holding `identity` on this host, found the way `ss -xp` finds it: the
 /// socket's inode in `/proc/net/unix`, then the process with a descriptor on it. Best
 /// effort (another user's processes are not readable): `None` when not found.

@@ -64,7 +64,7 @@ mod zookeeper_recycle_url;
 #[path = "zookeeper/url.rs"]
 mod zookeeper_url;
 
-pub use cache::{default_cache_dir, ensure_private_dir, CacheEntry, WorkerCache};
+pub use cache::{default_cache_dir, ensure_private_dir, CacheEntry, Handover, WorkerCache};
 pub use config::host_ip::first_non_loopback_ipv4;
 pub use config::RegistryConfig;
 pub use fixed::FixedRegistry;

@@ -82,10 +82,13 @@
 //! wrote it. A close out of touch with the registry, on an identity one process of a
 //! host holds at a time (`WorkerRegistry::identity_is_configured`), skips the final
 //! write that would lower the bound to its last id, and names the bound the registry
-//! confirmed in the cache file. The next process of the identity on this host (holding
-//! the host's identity lock) issues above the last id and up to that bound while the
+//! confirmed in the cache file, with the identity lock's domain. The next process of the
+//! identity in that domain (this boot and network namespace, holding the lock), once
+//! the last id is behind the clock, issues from the clock up to that bound while the
 //! registry is down, each bound in the cache file first (which clears the handover, so
-//! its own crash leaves none), and takes the identity in the registry once it answers.
+//! its own crash leaves none, and an older copy restored later starts at a later clock
+//! than what was issued from it), and takes the identity in the registry once it
+//! answers. A lease lost before the close hands nothing over.
 //! Every other holder of the id starts above the bound the registry holds (rules 1 and
 //! 5), which is at least the confirmed one (`generator/close.rs`, `generator/session.rs`).
 //!

@@ -737,7 +737,11 @@ async fn adopt(core: &Arc<Core>, session: &Session) -> Result<()> {
     }
     // The gate shut for the install, as for any new lease.
     core.limit.set(OPENING_LIMIT);
-    install(core, lease.worker_id, floor)?;
+    if let Err(e) = install(core, lease.worker_id, floor) {
+        // Closed meanwhile: the close's release covers the handover, not this lease.
+        let _ = bounded("release", session.registry.release(&lease)).await;
+        return Err(e);
+    }
     tracing::info!(worker_id = lease.worker_id, location = %lease.location, floor,
         "the registry is back: the worker id taken over from a handover is held there");
     *st = LeaseState::acquired(lease);

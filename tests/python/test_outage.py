@@ -218,3 +218,29 @@ def test_snowflake_calls_issue_through_a_short_registry_outage_and_fail_bounded_
             raise got
         print(f"\n{registry}: " + "; ".join(got))
     assert len(results) == 2, "a registry's run did not end"
+
+
+def test_a_restart_after_a_close_during_an_outage_issues_at_once_from_the_handover(
+    zk: str, tmp_path: Path
+) -> None:
+    """Issue 30 goal 4, from Python: a generator closed while ZooKeeper is refused hands
+    the bound ZooKeeper still holds over in its cache file, and the next generator of the
+    identity (a gunicorn worker restarted during the outage) issues from it at once,
+    above every id before. Before: ``RegistryUnavailable`` until ZooKeeper answered."""
+    proxy, url = settled_zookeeper(zk, tmp_path)
+    with proxy:
+        first = leafid.SnowflakeGenerator(url, **options(tmp_path))
+        before = first.next_ids(100)
+        proxy.mode = "refuse"
+        time.sleep(3 * HEARTBEAT)  # a heartbeat's renew has failed: out of touch
+        before += first.next_ids(100)
+        first.close()
+        started = time.monotonic()
+        second = leafid.SnowflakeGenerator(url, **options(tmp_path))
+        ids = second.next_ids(100)
+        took = time.monotonic() - started
+        print(f"\nfirst ids from the handover {took * 1000:.1f} ms after the constructor began")
+        assert min(ids) > max(before)
+        assert took < AT_ONCE, took
+        proxy.mode = "forward"
+        second.close()

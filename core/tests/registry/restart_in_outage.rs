@@ -35,24 +35,32 @@ fn unique(tag: &str) -> String {
 }
 
 fn build(url: &str, cache: &Path) -> leafid::Result<SnowflakeGenerator> {
-    SnowflakeGenerator::builder()
-        .registry_url(url)?
-        .cache_dir(cache)
-        .heartbeat(Duration::from_millis(300))
-        .lookahead(Duration::from_secs(8))
-        .build_blocking()
+    build_with(url, cache, 8, None)
 }
 
 /// [`build`] with a short reach (lookahead 3 s, `max_skew` 1 s: 5 s), so a new
 /// identity's lead is over within about 10 s.
 fn build_short(url: &str, cache: &Path) -> leafid::Result<SnowflakeGenerator> {
-    SnowflakeGenerator::builder()
+    build_with(url, cache, 3, Some(1))
+}
+
+/// A generator with a 300 ms heartbeat, `lookahead_s`, and `max_skew_s` (else the
+/// default).
+fn build_with(
+    url: &str,
+    cache: &Path,
+    lookahead_s: u64,
+    max_skew_s: Option<u64>,
+) -> leafid::Result<SnowflakeGenerator> {
+    let mut b = SnowflakeGenerator::builder()
         .registry_url(url)?
         .cache_dir(cache)
         .heartbeat(Duration::from_millis(300))
-        .lookahead(Duration::from_secs(3))
-        .max_skew(Duration::from_secs(1))
-        .build_blocking()
+        .lookahead(Duration::from_secs(lookahead_s));
+    if let Some(skew) = max_skew_s {
+        b = b.max_skew(Duration::from_secs(skew));
+    }
+    b.build_blocking()
 }
 
 const URL_VAR: &str = "LEAFID_TEST_RIO_URL";
@@ -363,15 +371,7 @@ fn a_handover_whose_ids_still_lead_the_clock_is_not_taken() {
     let cache = tempfile::tempdir().unwrap();
     // A reach of 10 s: the ids lead by up to 10 s for up to 20 s, and a bound 8 s
     // ahead leaves room above them.
-    let young = || {
-        SnowflakeGenerator::builder()
-            .registry_url(&url)?
-            .cache_dir(cache.path())
-            .heartbeat(Duration::from_millis(300))
-            .lookahead(Duration::from_secs(8))
-            .max_skew(Duration::from_secs(1))
-            .build_blocking()
-    };
+    let young = || build_with(&url, cache.path(), 8, Some(1));
     let first = young().unwrap();
     first.next_ids(500).unwrap();
     std::thread::sleep(Duration::from_secs(4));

@@ -241,21 +241,36 @@ fn serve_listens_while_its_first_registry_attempt_hangs_and_issues_once_it_answe
 #[test]
 fn serve_restarted_by_sigterm_during_a_registry_outage_serves_from_the_handover_at_once() {
     // Java Leaf restarted while ZooKeeper is down serves from its workerID.properties;
-    // leafid, after a clean stop during the outage, serves from the bound ZooKeeper still
-    // holds, handed over in its cache file. Before: -4 until ZooKeeper answered.
-    let proxy = delay_proxy::DelayProxy::start(zk());
-    let url = format!(
-        "zookeeper://{}/{}?port=9311&ip=10.7.0.1",
-        proxy.addr,
-        fresh("srvhandover")
-    );
+    // leafid on `postgres://?port=` (a layout no Java or fork server shares), after a
+    // clean stop during the outage, serves from the bound the database still holds,
+    // handed over in its cache file. Before: -4 until the database answered.
+    let mut u =
+        url::Url::parse(&std::env::var("LEAFID_PG_URL").expect("source .services/env")).unwrap();
+    let proxy =
+        delay_proxy::DelayProxy::start(format!("{}:{}", u.host_str().unwrap(), u.port().unwrap()));
+    u.set_port(Some(proxy.addr.port())).unwrap();
+    u.set_query(Some(&format!("port=9311&ip={}", fresh("srvhandover"))));
+    let url = u.to_string();
     // A lookahead of 10 s leaves a handover of about 3 to 6 s after the stop below.
     let args = ["--snowflake", url.as_str(), "--lookahead", "10"];
-    // A new identity's ids lead the clock, and its stop waits until the clock passes
-    // them: the second server starts at the clock, as a server that has run a while.
+    // A new identity's ids lead the clock (a handover is taken only once they no longer
+    // do): wait until the first server's id is behind the clock, so the second server
+    // starts at the clock, as a server that has run a while.
     let first = Server::start(&args);
-    assert_eq!(first.get("/api/snowflake/get/x").0, 200);
+    let (status, _, body) = first.get("/api/snowflake/get/x");
+    assert_eq!(status, 200, "{body}");
+    let led_until =
+        leafid::snowflake::decode(body.trim().parse().unwrap(), &Default::default()).timestamp_ms;
     assert!(first.stop(), "SIGTERM exit");
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    std::thread::sleep(Duration::from_millis(
+        (led_until - now() + 200).clamp(0, 60_000) as u64,
+    ));
     let second = Server::start(&args);
     let (status, _, body) = second.get("/api/snowflake/get/x");
     assert_eq!(status, 200, "{body}");

@@ -178,12 +178,13 @@ test('snowflake calls issue through a short registry outage at memory speed; pas
   }
 });
 
-test('a generator connected after a close during a registry outage issues at once from the handover', { timeout: 120_000 }, async (t) => {
-  // Issue 30 goal 4, from Node: the close, out of touch with ZooKeeper, leaves the bound
-  // ZooKeeper holds in place and hands it over in the cache file; the next generator of
-  // the identity (a cluster worker restarted during the outage) issues from it at once,
-  // above every id before. Before: `connect` rejected (registry unavailable) until
-  // ZooKeeper answered.
+test('on zookeeper:// a generator connected after a close during an outage waits for ZooKeeper', { timeout: 120_000 }, async () => {
+  // Issue 30 goal 4, from Node: a close out of touch with ZooKeeper hands nothing over
+  // in the cache file on zookeeper://, because a Java Leaf server may start on the
+  // identity meanwhile and only ZooKeeper shows it (a review measured 303 530 ids issued
+  // twice when a restart issued from the cache file beside one). `connect` rejects at
+  // once instead of issuing, and connects once ZooKeeper answers, above every id before.
+  // (Handovers are made on postgres://?port=, which no foreign server shares.)
   const { proxy, url } = await settledZooKeeper();
   const opts = options(); // one cache directory for both generators
   try {
@@ -193,14 +194,25 @@ test('a generator connected after a close during a registry outage issues at onc
     await sleep(3 * HEARTBEAT_MS); // a heartbeat's renew has failed: out of touch
     before.push(...(await first.nextIdsAsync(100)));
     await first.close();
-    const started = performance.now();
-    const second = await SnowflakeGenerator.connect(url, opts);
-    const ids = [...(await second.nextIdsAsync(100))];
-    const took = performance.now() - started;
-    t.diagnostic(`first ids from the handover ${took.toFixed(1)} ms after connect began`);
+    await assert.rejects(SnowflakeGenerator.connect(url, opts), (e) => e.code === 'LEAF_REGISTRY_UNAVAILABLE');
+    await proxy.forward();
+    // In one process the closed generator's ZooKeeper claim carries this live pid: it
+    // is taken once its session expires (6 s), not at once as a dead process's.
+    const deadline = performance.now() + HUNG_MS;
+    let second;
+    for (;;) {
+      try {
+        second = await SnowflakeGenerator.connect(url, opts);
+        break;
+      } catch (e) {
+        assert.equal(e.code, 'LEAF_WORKER_ID_IN_USE', String(e));
+        assert.ok(performance.now() < deadline, 'the identity never came back');
+        await sleep(500);
+      }
+    }
     const highest = before.reduce((a, b) => (a > b ? a : b));
+    const ids = [...(await second.nextIdsAsync(100))];
     assert.ok(ids.every((id) => id > highest), 'an id at or below one issued before');
-    assert.ok(took < AT_ONCE_MS, `${took} ms`);
     await second.close();
   } finally {
     await proxy.close();

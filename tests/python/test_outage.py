@@ -220,13 +220,16 @@ def test_snowflake_calls_issue_through_a_short_registry_outage_and_fail_bounded_
     assert len(results) == 2, "a registry's run did not end"
 
 
-def test_a_restart_after_a_close_during_an_outage_issues_at_once_from_the_handover(
+def test_a_restart_after_a_close_during_a_zookeeper_outage_waits_for_zookeeper(
     zk: str, tmp_path: Path
 ) -> None:
-    """Issue 30 goal 4, from Python: a generator closed while ZooKeeper is refused hands
-    the bound ZooKeeper still holds over in its cache file, and the next generator of the
-    identity (a gunicorn worker restarted during the outage) issues from it at once,
-    above every id before. Before: ``RegistryUnavailable`` until ZooKeeper answered."""
+    """Issue 30 goal 4, from Python: on ``zookeeper://`` a generator closed while
+    ZooKeeper is refused hands nothing over in its cache file, because a Java Leaf server
+    may start on the identity meanwhile and only ZooKeeper shows it (a review measured
+    303 530 ids issued twice when a restart issued from the cache file beside one). The
+    next generator of the identity raises ``RegistryUnavailable`` at once instead of
+    issuing, and builds once ZooKeeper answers, above every id before. (Handovers are
+    made on ``postgres://?port=``, which no foreign server shares.)"""
     proxy, url = settled_zookeeper(zk, tmp_path)
     with proxy:
         first = leafid.SnowflakeGenerator(url, **options(tmp_path))
@@ -236,11 +239,22 @@ def test_a_restart_after_a_close_during_an_outage_issues_at_once_from_the_handov
         before += first.next_ids(100)
         first.close()
         started = time.monotonic()
-        second = leafid.SnowflakeGenerator(url, **options(tmp_path))
-        ids = second.next_ids(100)
-        took = time.monotonic() - started
-        print(f"\nfirst ids from the handover {took * 1000:.1f} ms after the constructor began")
-        assert min(ids) > max(before)
-        assert took < AT_ONCE, took
+        try:
+            leafid.SnowflakeGenerator(url, **options(tmp_path))
+            raise AssertionError("issued from the cache file while ZooKeeper was down")
+        except leafid.RegistryUnavailable:
+            pass
+        assert time.monotonic() - started < HUNG
         proxy.mode = "forward"
+        # In one process the closed generator's ZooKeeper claim carries this live pid:
+        # it is taken once its session expires (6 s), not at once as a dead process's.
+        deadline = time.monotonic() + HUNG
+        while True:
+            try:
+                second = leafid.SnowflakeGenerator(url, **options(tmp_path))
+                break
+            except leafid.WorkerIdInUse:
+                assert time.monotonic() < deadline, "the identity never came back"
+                time.sleep(0.5)
+        assert min(second.next_ids(100)) > max(before)
         second.close()

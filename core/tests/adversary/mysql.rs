@@ -126,7 +126,7 @@ pub fn url_of(db: &str, port: &str) -> String {
 
 matrix_rows!(Mysql);
 outage_rows!(Mysql);
-restart_newcomer_row!(Mysql, true);
+restart_newcomer_row!(Mysql, false);
 foreign_rows!(fork_row);
 
 /// The fork's `SnowflakeMySQLHolder` on the identity a leafid uses (issue 20 #2).

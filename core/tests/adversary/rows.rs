@@ -64,8 +64,10 @@ pub(crate) use outage_rows;
 
 /// [`restart_then_newcomer`], both [`Ending`]s, as `#[test]`s of the
 /// calling module, for the registry `$reg`; `$handover`: whether its restart after a
-/// close during an outage issues (an identity one process of a host holds at a time:
-/// `zookeeper://`, `?port=`) or waits for the registry (leased ids: pools, recycle).
+/// close during an outage issues (an identity one process of a host holds at a time, on
+/// a layout no Java Leaf or fork server shares: `postgres://?port=`) or waits for the
+/// registry (leased ids: pools, recycle; `zookeeper://` and `mysql://?port=`, where
+/// such a server may have started on the identity unseen).
 macro_rules! restart_newcomer_row {
     ($reg:expr, $handover:expr) => {
         #[test]
@@ -602,10 +604,9 @@ pub enum Ending {
     /// while in issue 30) duplicated the newcomer's ids: 9 938 on `zookeeper://`, 835 on
     /// `mysql://?port=`, 816 on `postgres://?port=`.
     Killed,
-    /// Run past its lead, then closed 1 s into the registry's outage: on an identity a
-    /// host holds one process at a time (`handover`) the restart starts from the
-    /// handover the close left (the registry keeps the bound it confirmed); else it is
-    /// refused.
+    /// Run past its lead, then closed 1 s into the registry's outage: where a handover
+    /// is made (`handover`: `postgres://?port=`) the restart starts from it (the
+    /// registry keeps the bound it confirmed); else it is refused.
     ClosedInOutage {
         /// Whether the restart takes a handover.
         handover: bool,

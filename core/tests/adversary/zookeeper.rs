@@ -62,7 +62,7 @@ pub fn url_of(connect: &str, name: &str, port: &str) -> String {
 
 matrix_rows!(Zookeeper);
 outage_rows!(Zookeeper);
-restart_newcomer_row!(Zookeeper, true);
+restart_newcomer_row!(Zookeeper, false);
 foreign_rows!(java_row);
 
 /// Java Leaf's `SnowflakeZookeeperHolder` on the identity a leafid uses (issue 20 #3,

@@ -224,9 +224,16 @@ async fn start_session_once(core: &Arc<Core>) -> Result<()> {
 
 /// Whether a close out of touch with `registry` hands its bound over through the cache
 /// file, and a start while the registry is down takes it: identities one process of a
-/// host holds at a time, whose id does not survive an outage on the cache alone.
+/// host holds at a time, whose id does not survive an outage on the cache alone, on
+/// layouts no foreign server shares (`postgres://?port=`). On `zookeeper://` and
+/// `mysql://?port=` a Java Leaf or fork server may have started on the identity since
+/// the close, issuing by its own clock; only the registry shows it (fence rule 3's
+/// watch), and a start from the cache file cannot (review: 303 530 ids issued by both a
+/// Java Leaf server and a restart from a handover, 313 266 beside the fork).
 pub(super) fn hands_over(registry: &dyn WorkerRegistry) -> bool {
-    registry.identity_is_configured() && !registry.survives_outage()
+    registry.identity_is_configured()
+        && !registry.survives_outage()
+        && !registry.shared_with_foreign_servers()
 }
 
 /// The lease a start may take from the cache file while its registry is down, and the

@@ -80,7 +80,9 @@
 //!
 //! The handover: rule 1 lets a holder issue under a bound the registry holds, whoever
 //! wrote it. A close out of touch with the registry, on an identity one process of a
-//! host holds at a time (`WorkerRegistry::identity_is_configured`), skips the final
+//! host holds at a time (`WorkerRegistry::identity_is_configured`) on a layout no
+//! foreign server shares (a Java Leaf or fork server started during the outage would
+//! be seen only by rule 3's watch, through the registry), skips the final
 //! write that would lower the bound to its last id, and names the bound the registry
 //! confirmed in the cache file, with the identity lock's domain. The next process of the
 //! identity in that domain (this boot and network namespace, holding the lock), once

@@ -147,7 +147,9 @@ where
         maker.what
     ));
     // One task makes every attempt, the first included, so aborting it at shutdown
-    // stops them all: a generator made meanwhile is in the slot, never left running.
+    // stops them all. An attempt in flight is not cancelled: the core builds on its own
+    // runtime, so a generator it makes after the abort holds its worker id until the
+    // process exits, right after (its lease then ends as after a crash).
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
     let what = maker.what.clone();
     let task = tokio::spawn(attempts(maker, slot.clone(), first_tx));

@@ -109,8 +109,9 @@ pub async fn run(args: ServeArgs) -> Result<(), String> {
         shutdown_signal(),
     )
     .await;
-    // The retries are stopped first and awaited: a generator made as its task is
-    // aborted must be in its slot (and closed below), not left running.
+    // The retries are stopped first and awaited: a generator already in its slot is
+    // closed below. (A build in flight on the core's runtime is not cancelled by the
+    // abort; the process exits right after, and that lease ends as after a crash.)
     for task in [building, retrying].into_iter().flatten() {
         task.abort();
         let _ = task.await;
